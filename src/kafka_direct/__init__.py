@@ -1,0 +1,60 @@
+"""kafka_direct: Spark Streaming's direct Kafka integration for PySpark 4, in Python.
+
+Plain library; the public API is exactly ``__all__`` (a test pins it)::
+
+    import kafka_direct
+    kafka_direct.register(spark)
+    df = (spark.readStream.format("kafka_direct")
+          .option("kafka.bootstrap.servers", "host:9092")
+          .option("subscribe", "events")
+          .load())
+
+No JVM jars, no ``--packages``: the source is a PySpark Python data source on confluent-kafka.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kafka_direct.errors import (
+    ConfigurationError,
+    DataLossError,
+    EmbeddedBrokerError,
+    FetchTimeoutError,
+    KafkaClientError,
+    KafkaDirectError,
+    TopicNotFoundError,
+    UnsupportedKafkaOptionError,
+)
+from kafka_direct.offsets import OffsetRange, TopicPartition
+
+__all__ = [
+    "FORMAT",
+    "ConfigurationError",
+    "DataLossError",
+    "EmbeddedBrokerError",
+    "FetchTimeoutError",
+    "KafkaClientError",
+    "KafkaDirectError",
+    "OffsetRange",
+    "TopicNotFoundError",
+    "TopicPartition",
+    "UnsupportedKafkaOptionError",
+    "__version__",
+    "register",
+]
+
+__version__ = "0.1.0"
+
+#: The format name to pass to ``spark.read.format`` / ``spark.readStream.format``.
+FORMAT = "kafka_direct"
+
+logging.getLogger(__name__).addHandler(logging.NullHandler())
+
+
+def register(spark: Any) -> None:
+    """Register the ``kafka_direct`` format with a SparkSession (once per session is enough)."""
+    from kafka_direct.source import KafkaDirectDataSource
+
+    spark.dataSource.register(KafkaDirectDataSource)

@@ -1,0 +1,100 @@
+"""Executor-side read of one input partition. Runs in Spark executors (Python workers).
+
+Everything a task needs travels in :class:`ExecutorSettings`, which is small, frozen and
+picklable. The consumer comes from the process-wide pool (Python workers are reused between
+tasks, so a pooled consumer survives from one micro-batch to the next); a task reattempt or any
+error invalidates it, as Spark's ``KafkaDataConsumer`` does.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+import pyarrow as pa
+from confluent_kafka import Consumer
+
+from kafka_direct.consumer_pool import PoolKey, config_fingerprint, get_pool
+from kafka_direct.fetch import PartitionConsumer, fetch_range
+from kafka_direct.kafka_io import kafka_errors
+from kafka_direct.offsets import OffsetRange
+from kafka_direct.options import KafkaConfig, SourceOptions
+from kafka_direct.settings import executor_consumer_config, executor_group_id
+
+__all__ = ["ExecutorSettings", "read_range"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ExecutorSettings:
+    """What a task needs to read a range; derived once on the driver from the options."""
+
+    consumer_config: KafkaConfig
+    poll_timeout_ms: int
+    fail_on_data_loss: bool
+    batch_size: int
+    include_headers: bool
+    cache_enabled: bool
+    cache_capacity: int
+    cache_timeout_s: float
+
+    @classmethod
+    def from_options(cls, opts: SourceOptions) -> ExecutorSettings:
+        group = executor_group_id(
+            opts.user_group_id,
+            opts.group_id_prefix,
+            opts.bootstrap_servers,
+            opts.strategy.describe(),
+        )
+        config = executor_consumer_config(
+            opts.kafka, group_id=group, isolation_level=opts.isolation_level
+        )
+        return cls(
+            consumer_config=KafkaConfig(config),
+            poll_timeout_ms=opts.poll_timeout_ms,
+            fail_on_data_loss=opts.fail_on_data_loss,
+            batch_size=opts.arrow_batch_size,
+            include_headers=opts.include_headers,
+            cache_enabled=opts.consumer_cache_enabled,
+            cache_capacity=opts.consumer_cache_capacity,
+            cache_timeout_s=max(opts.consumer_cache_timeout_ms, 1) / 1000.0,
+        )
+
+
+def _new_consumer(config: Mapping[str, str]) -> PartitionConsumer:
+    with kafka_errors("Creating a Kafka consumer on the executor"):
+        return PartitionConsumer(Consumer(dict(config)))
+
+
+def _attempt_number() -> int:
+    # Imported here so the module stays importable (and unit-testable) without a Spark task.
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    return ctx.attemptNumber() if ctx is not None else 0
+
+
+def read_range(settings: ExecutorSettings, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
+    """Yield the records of ``rng`` as Arrow batches, with a pooled consumer."""
+    if rng.from_offset >= rng.until_offset:
+        return
+    fetch_args = {
+        "poll_timeout_ms": settings.poll_timeout_ms,
+        "fail_on_data_loss": settings.fail_on_data_loss,
+        "batch_size": settings.batch_size,
+        "include_headers": settings.include_headers,
+    }
+    config = settings.consumer_config
+    if not settings.cache_enabled:
+        pc = _new_consumer(config)
+        try:
+            yield from fetch_range(pc, rng, **fetch_args)  # type: ignore[arg-type]
+        finally:
+            pc.close()
+        return
+    pool = get_pool(_new_consumer, settings.cache_capacity, settings.cache_timeout_s)
+    key = PoolKey(config["group.id"], rng.topic, rng.partition, config_fingerprint(config))
+    with pool.lease(key, config, reattempt=_attempt_number() > 0) as lease:
+        yield from fetch_range(lease.consumer, rng, **fetch_args)  # type: ignore[arg-type]

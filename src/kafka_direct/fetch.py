@@ -1,0 +1,210 @@
+"""Read one offset range ``[from, until)`` into Arrow record batches. Runs in Spark executors
+(Python workers).
+
+The counterpart of Spark's ``KafkaRDDIterator`` and ``CompactedKafkaRDDIterator`` in one loop,
+because librdkafka already hides control records and (under ``read_committed``) aborted ones:
+
+- Gaps are normal (transaction markers, aborted records, compaction). The range is done when a
+  message at or past ``until`` arrives, or the partition's end (EOF event) is at or past
+  ``until``. Records are never counted to decide that.
+- ``consume(n)`` waits for ``n`` messages or its timeout, so ``n`` is at most what remains, and
+  each call waits a short slice; ``kafkaConsumer.pollTimeoutMs`` bounds the total time without
+  progress, with a clear :class:`FetchTimeoutError`.
+- An out-of-range position (the data is gone) goes through the ``failOnDataLoss`` policy, as on
+  the driver.
+- Batches hold at most ``arrowBatchSize`` rows, so memory does not grow with the range.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from bisect import bisect_left
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+import pyarrow as pa
+from confluent_kafka import KafkaError
+from confluent_kafka import TopicPartition as CkTopicPartition
+
+from kafka_direct.errors import DataLossError, FetchTimeoutError
+from kafka_direct.kafka_io import kafka_errors, translate
+from kafka_direct.offsets import OffsetRange
+from kafka_direct.rows import to_record_batch
+
+__all__ = ["ConsumerLike", "PartitionConsumer", "fetch_range"]
+
+log = logging.getLogger(__name__)
+
+#: Longest single wait inside ``consume``; bounds the cost of a range that ends in a gap on a
+#: broker that does not send EOF promptly, without busy-looping on an idle one.
+CONSUME_SLICE_S = 0.2
+
+
+class ConsumerLike(Protocol):
+    """The part of ``confluent_kafka.Consumer`` the fetcher uses (fakes implement it in tests)."""
+
+    def assign(self, partitions: list[Any]) -> None: ...
+
+    def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Any]: ...
+
+    def get_watermark_offsets(
+        self, partition: Any, timeout: float = ..., cached: bool = ...
+    ) -> tuple[int, int]: ...
+
+    def close(self) -> None: ...
+
+
+class PartitionConsumer:
+    """A consumer assigned to one topic-partition, plus what *we* know of its queue position.
+
+    ``next_offset`` is the offset right after the last message taken off the consumer's queue.
+    When the next range starts there, the prefetched queue is reused as-is (the common case of
+    consecutive micro-batches); otherwise we reposition. We never ask librdkafka where it is.
+    """
+
+    def __init__(self, consumer: ConsumerLike) -> None:
+        self.consumer = consumer
+        self.next_offset: int | None = None
+        self._assigned: tuple[str, int] | None = None
+
+    def position_at(self, topic: str, partition: int, offset: int) -> None:
+        if self._assigned == (topic, partition) and self.next_offset == offset:
+            return
+        with kafka_errors(f"Assigning {topic}-{partition} at offset {offset}"):
+            self.consumer.assign([CkTopicPartition(topic, partition, offset)])
+        self._assigned = (topic, partition)
+        self.next_offset = offset
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def fetch_range(
+    pc: PartitionConsumer,
+    rng: OffsetRange,
+    *,
+    poll_timeout_ms: int,
+    fail_on_data_loss: bool,
+    batch_size: int,
+    include_headers: bool,
+) -> Iterator[pa.RecordBatch]:
+    """Yield the records of ``rng`` as Arrow batches of at most ``batch_size`` rows."""
+    until = rng.until_offset
+    nxt = rng.from_offset
+    if nxt >= until:
+        return
+    pc.position_at(rng.topic, rng.partition, nxt)
+    consumer = pc.consumer
+    timeout_s = poll_timeout_ms / 1000.0
+    deadline = time.monotonic() + timeout_s
+    while nxt < until:
+        with kafka_errors(f"Consuming {rng}"):
+            msgs = consumer.consume(min(until - nxt, batch_size), min(CONSUME_SLICE_S, timeout_s))
+        if not msgs:
+            if time.monotonic() > deadline:
+                raise _timeout(rng, nxt, poll_timeout_ms)
+            continue
+        deadline = time.monotonic() + timeout_s
+        data, eof = _split_events(msgs, rng)
+        if eof == _OUT_OF_RANGE:
+            nxt = _out_of_range(pc, rng, nxt, fail_on_data_loss)
+            continue
+        if data:
+            offsets = [m.offset() for m in data]
+            # Offsets only grow within a partition, so bisecting finds the range's bounds.
+            lo = bisect_left(offsets, nxt)
+            hi = bisect_left(offsets, until)
+            pc.next_offset = offsets[-1] + 1
+            nxt = until if hi < len(offsets) else offsets[-1] + 1
+            if hi > lo:
+                yield to_record_batch(rng.topic, rng.partition, data[lo:hi], include_headers)
+        if eof is not None and nxt < until:
+            # Everything before the log end has been delivered, so [nxt, eof) is a gap.
+            pc.next_offset = eof
+            nxt = (
+                until
+                if eof >= until
+                else _check_short_log(pc, rng, max(nxt, eof), fail_on_data_loss)
+            )
+
+
+_OUT_OF_RANGE = -1
+
+
+def _split_events(msgs: list[Any], rng: OffsetRange) -> tuple[list[Any], int | None]:
+    """Data messages, and the log-end offset if the batch ends in an EOF event.
+
+    An EOF followed by data is stale (the log has grown since), so only a trailing one counts.
+    """
+    if all(m.error() is None for m in msgs):
+        return msgs, None
+    data: list[Any] = []
+    eof: int | None = None
+    for m in msgs:
+        err = m.error()
+        if err is None:
+            data.append(m)
+            eof = None
+        elif err.code() == KafkaError._PARTITION_EOF:
+            eof = m.offset()
+        elif err.code() == KafkaError._AUTO_OFFSET_RESET:
+            return [], _OUT_OF_RANGE
+        else:
+            raise translate(err, f"Consuming {rng}")
+    return data, eof
+
+
+def _timeout(rng: OffsetRange, nxt: int, poll_timeout_ms: int) -> FetchTimeoutError:
+    return FetchTimeoutError(
+        f"Timed out after {poll_timeout_ms} ms waiting for offset {nxt} of "
+        f"{rng.topic}-{rng.partition} (reading range [{rng.from_offset}, {rng.until_offset})). "
+        "The broker may be down, paused or overloaded. Raise the source option "
+        "'kafkaConsumer.pollTimeoutMs' to wait longer.",
+        code="_TIMED_OUT",
+        retriable=True,
+    )
+
+
+def _watermarks(pc: PartitionConsumer, rng: OffsetRange) -> tuple[int, int]:
+    tp = CkTopicPartition(rng.topic, rng.partition)
+    with kafka_errors(f"Fetching watermarks of {rng.topic}-{rng.partition}"):
+        low, high = pc.consumer.get_watermark_offsets(tp, timeout=10.0, cached=False)
+    return int(low), int(high)
+
+
+def _check_short_log(pc: PartitionConsumer, rng: OffsetRange, nxt: int, fail: bool) -> int:
+    """EOF before ``until``: more data is on its way, or the log shrank (topic recreated)."""
+    _low, high = _watermarks(pc, rng)
+    if high >= rng.until_offset:
+        return nxt  # the records exist; librdkafka is still fetching them
+    detail = (
+        f"the range [{rng.from_offset}, {rng.until_offset}) was planned but the log now ends at "
+        f"{high}; the topic may have been recreated"
+    )
+    return _lost(pc, rng, nxt, rng.until_offset, fail, detail)
+
+
+def _out_of_range(pc: PartitionConsumer, rng: OffsetRange, nxt: int, fail: bool) -> int:
+    low, high = _watermarks(pc, rng)
+    detail = f"offset {nxt} is out of range; the broker has [{low}, {high})"
+    resume = low if nxt < low else rng.until_offset
+    return _lost(pc, rng, nxt, min(resume, rng.until_offset), fail, detail)
+
+
+def _lost(
+    pc: PartitionConsumer, rng: OffsetRange, nxt: int, resume: int, fail: bool, detail: str
+) -> int:
+    if fail:
+        raise DataLossError(rng.topic, rng.partition, detail)
+    log.warning(
+        "Data loss on %s-%s: %s. Skipping %d offsets (failOnDataLoss=false).",
+        rng.topic,
+        rng.partition,
+        detail,
+        resume - nxt,
+    )
+    pc.next_offset = None
+    if resume < rng.until_offset:
+        pc.position_at(rng.topic, rng.partition, resume)
+    return resume

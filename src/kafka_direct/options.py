@@ -1,0 +1,422 @@
+"""Source options: parsed and validated once into frozen dataclasses. Pure: plain library.
+
+Runs wherever a reader is built: the Spark driver's Python planner and stream-runner processes,
+and (unpickled) on executors. It imports neither Spark nor the Kafka client.
+
+Option names and meanings follow Spark's ``spark-sql-kafka-0-10`` source, so switching from
+``format("kafka")`` is a change of format name. Names are case-insensitive (PySpark lower-cases
+them). ``kafka.*`` options go to librdkafka without the prefix, except the keys the source owns,
+which are refused with the option to use instead. Secrets never leave this module in clear: the
+:class:`KafkaConfig` mapping redacts them in ``repr``/``str``, and :func:`redact` does the same for
+any dict that might be logged.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from kafka_direct.errors import ConfigurationError, UnsupportedKafkaOptionError
+from kafka_direct.offsets import (
+    EARLIEST,
+    LATEST,
+    PartitionOffsets,
+    TopicPartition,
+    parse_assign,
+    parse_offsets_option,
+    parse_timestamps_option,
+)
+from kafka_direct.settings import OPTION_DEFAULTS, SOURCE_OWNED_KAFKA_KEYS, parse_duration_ms
+
+__all__ = [
+    "KafkaConfig",
+    "OffsetSpec",
+    "SourceOptions",
+    "Strategy",
+    "parse_source_options",
+    "redact",
+]
+
+_SECRET_KEY = re.compile(r"password|secret|token|jaas|credential|ssl\.key\.pem|private", re.I)
+REDACTED = "*********(redacted)"
+
+
+def redact(config: Mapping[str, object]) -> dict[str, object]:
+    """A copy of ``config`` whose secret-looking values are replaced, safe to log or show."""
+    return {k: (REDACTED if _SECRET_KEY.search(k) else v) for k, v in config.items()}
+
+
+class KafkaConfig(Mapping[str, str]):
+    """An immutable librdkafka config whose ``repr``/``str`` never show secret values."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: Mapping[str, str] | None = None) -> None:
+        self._data = dict(data or {})
+
+    def __getitem__(self, key: str) -> str:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Mapping) and dict(self.items()) == dict(other.items())
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(self._data.items())))
+
+    def __repr__(self) -> str:
+        return f"KafkaConfig({redact(self._data)!r})"
+
+    __str__ = __repr__
+
+    def merged(self, overrides: Mapping[str, str]) -> KafkaConfig:
+        return KafkaConfig({**self._data, **overrides})
+
+    def to_dict(self) -> dict[str, str]:
+        """The raw config, for handing to librdkafka only. Never log the result."""
+        return dict(self._data)
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """Which partitions to read: the seed's ``ConsumerStrategies``."""
+
+    kind: Literal["subscribe", "subscribePattern", "assign"]
+    topics: tuple[str, ...] = ()
+    pattern: str | None = None
+    partitions: tuple[TopicPartition, ...] = ()
+
+    def describe(self) -> str:
+        if self.kind == "subscribe":
+            return f"subscribe={','.join(self.topics)}"
+        if self.kind == "subscribePattern":
+            return f"subscribePattern={self.pattern}"
+        return "assign=" + ",".join(str(tp) for tp in self.partitions)
+
+
+@dataclass(frozen=True)
+class OffsetSpec:
+    """Where a read starts or ends, before it is resolved against the broker.
+
+    ``kind`` is one of: ``earliest``, ``latest``, ``specific`` (per-partition offsets, which may
+    hold -2/-1), ``timestamp`` (one timestamp for all partitions) and ``by_timestamp``
+    (per-partition timestamps).
+    """
+
+    kind: Literal["earliest", "latest", "specific", "timestamp", "by_timestamp"]
+    offsets: PartitionOffsets = field(default_factory=dict)
+    timestamp: int | None = None
+    option: str = "startingOffsets"
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """Every source option, validated. Built by :func:`parse_source_options`."""
+
+    strategy: Strategy
+    kafka: KafkaConfig
+    starting: OffsetSpec
+    ending: OffsetSpec | None
+    timestamp_strategy: Literal["error", "latest"]
+    fail_on_data_loss: bool
+    include_headers: bool
+    poll_timeout_ms: int
+    fetch_retries: int
+    fetch_retry_interval_ms: int
+    max_offsets_per_trigger: int | None
+    min_offsets_per_trigger: int | None
+    max_trigger_delay_ms: int
+    max_offsets_per_partition_per_trigger: int | None
+    min_partitions: int | None
+    max_records_per_partition: int | None
+    group_id_prefix: str
+    user_group_id: str | None
+    consumer_cache_enabled: bool
+    consumer_cache_capacity: int
+    consumer_cache_timeout_ms: int
+    arrow_batch_size: int
+    streaming: bool
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.kafka["bootstrap.servers"]
+
+    @property
+    def isolation_level(self) -> str:
+        return self.kafka.get("isolation.level", OPTION_DEFAULTS["kafka.isolation.level"])
+
+
+class _Options:
+    """Lower-cased option lookup that remembers what was read, to flag unknown keys."""
+
+    def __init__(self, raw: Mapping[str, str]) -> None:
+        self.raw = {str(k).lower(): str(v) for k, v in raw.items() if v is not None}
+
+    def get(self, name: str) -> str | None:
+        value = self.raw.get(name.lower())
+        return value.strip() if value is not None else None
+
+    def text(self, name: str) -> str:
+        value = self.get(name)
+        return value if value is not None else OPTION_DEFAULTS[name]
+
+    def boolean(self, name: str) -> bool:
+        value = self.text(name).lower()
+        if value not in ("true", "false"):
+            raise ConfigurationError(name, self.get(name), "'true' or 'false'")
+        return value == "true"
+
+    def integer(self, name: str, *, minimum: int, default: str | None = None) -> int:
+        raw = self.get(name)
+        if raw is None:
+            raw = default if default is not None else OPTION_DEFAULTS[name]
+        try:
+            value = int(raw)
+        except ValueError:
+            raise ConfigurationError(name, raw, f"an integer >= {minimum}") from None
+        if value < minimum:
+            raise ConfigurationError(name, raw, f"an integer >= {minimum}")
+        return value
+
+    def optional_int(self, name: str, *, minimum: int) -> int | None:
+        return None if self.get(name) is None else self.integer(name, minimum=minimum)
+
+
+def parse_source_options(raw: Mapping[str, str], *, streaming: bool | None) -> SourceOptions:
+    """Validate every option and combination; raise :class:`ConfigurationError` on the first.
+
+    ``streaming=None`` checks what does not depend on the mode (used when Spark asks for the
+    schema, before it says whether the read is a batch or a stream).
+    """
+    opts = _Options(raw)
+    _check_unknown(opts)
+    kafka = _kafka_params(opts)
+    strategy = _strategy(opts)
+    starting = _starting(opts, streaming)
+    ending = _ending(opts, streaming)
+    timestamp_strategy = opts.text("startingOffsetsByTimestampStrategy").lower()
+    if timestamp_strategy not in ("error", "latest"):
+        raise ConfigurationError(
+            "startingOffsetsByTimestampStrategy", timestamp_strategy, "'error' or 'latest'"
+        )
+    _check_offsets_match_assign(strategy, starting)
+    if ending is not None:
+        _check_offsets_match_assign(strategy, ending)
+    min_trigger = opts.optional_int("minOffsetsPerTrigger", minimum=1)
+    max_trigger = opts.optional_int("maxOffsetsPerTrigger", minimum=1)
+    if min_trigger is not None and max_trigger is not None and min_trigger > max_trigger:
+        raise ConfigurationError(
+            "minOffsetsPerTrigger",
+            str(min_trigger),
+            f"a value <= maxOffsetsPerTrigger ({max_trigger})",
+            "Lower minOffsetsPerTrigger or raise maxOffsetsPerTrigger.",
+        )
+    delay_raw = opts.text("maxTriggerDelay")
+    try:
+        max_trigger_delay_ms = parse_duration_ms(delay_raw)
+    except ValueError:
+        raise ConfigurationError(
+            "maxTriggerDelay", delay_raw, "a duration such as '15m', '30s' or '500ms'"
+        ) from None
+    prefix = opts.text("groupIdPrefix")
+    if not prefix:
+        raise ConfigurationError("groupIdPrefix", prefix, "a non-empty string")
+    return SourceOptions(
+        strategy=strategy,
+        kafka=kafka,
+        starting=starting,
+        ending=ending,
+        timestamp_strategy="error" if timestamp_strategy == "error" else "latest",
+        fail_on_data_loss=opts.boolean("failOnDataLoss"),
+        include_headers=opts.boolean("includeHeaders"),
+        poll_timeout_ms=opts.integer("kafkaConsumer.pollTimeoutMs", minimum=1),
+        fetch_retries=opts.integer("fetchOffset.numRetries", minimum=0),
+        fetch_retry_interval_ms=opts.integer("fetchOffset.retryIntervalMs", minimum=0),
+        max_offsets_per_trigger=max_trigger,
+        min_offsets_per_trigger=min_trigger,
+        max_trigger_delay_ms=max_trigger_delay_ms,
+        max_offsets_per_partition_per_trigger=opts.optional_int(
+            "maxOffsetsPerPartitionPerTrigger", minimum=1
+        ),
+        min_partitions=opts.optional_int("minPartitions", minimum=1),
+        max_records_per_partition=opts.optional_int("maxRecordsPerPartition", minimum=1),
+        group_id_prefix=prefix,
+        user_group_id=kafka.get("group.id"),
+        consumer_cache_enabled=opts.boolean("consumerCache.enabled"),
+        consumer_cache_capacity=opts.integer("consumerCache.capacity", minimum=1),
+        consumer_cache_timeout_ms=opts.integer("consumerCache.timeoutMs", minimum=0),
+        arrow_batch_size=opts.integer("arrowBatchSize", minimum=1),
+        streaming=bool(streaming),
+    )
+
+
+def _check_unknown(opts: _Options) -> None:
+    # Spark ignores unknown options; we refuse only near-misses of a real name, because a typo
+    # such as 'startingOffset' would otherwise silently read from the default position.
+    known = {name.lower(): name for name in OPTION_DEFAULTS} | {"path": "path"}
+    for key in opts.raw:
+        if key.startswith("kafka.") or key in known:
+            continue
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.85)
+        if close:
+            raise ConfigurationError(
+                key, opts.raw[key], "a known source option", f"Did you mean '{known[close[0]]}'?"
+            )
+
+
+def _kafka_params(opts: _Options) -> KafkaConfig:
+    params: dict[str, str] = {}
+    for key, value in opts.raw.items():
+        if not key.startswith("kafka."):
+            continue
+        name = key[len("kafka.") :]
+        if name in SOURCE_OWNED_KAFKA_KEYS:
+            shown = REDACTED if _SECRET_KEY.search(name) else value
+            raise UnsupportedKafkaOptionError(key, shown, SOURCE_OWNED_KAFKA_KEYS[name])
+        params[name] = value.strip()
+    if not params.get("bootstrap.servers"):
+        raise ConfigurationError(
+            "kafka.bootstrap.servers",
+            params.get("bootstrap.servers"),
+            "a comma-separated list of host:port",
+            "Set .option('kafka.bootstrap.servers', 'host1:9092,host2:9092').",
+        )
+    level = params.get("isolation.level")
+    if level is not None and level not in ("read_committed", "read_uncommitted"):
+        raise ConfigurationError(
+            "kafka.isolation.level", level, "'read_committed' or 'read_uncommitted'"
+        )
+    return KafkaConfig(params)
+
+
+def _strategy(opts: _Options) -> Strategy:
+    given = [name for name in ("subscribe", "subscribePattern", "assign") if opts.get(name)]
+    if len(given) != 1:
+        raise ConfigurationError(
+            "subscribe/subscribePattern/assign",
+            ", ".join(given) or None,
+            "exactly one of 'subscribe', 'subscribePattern' or 'assign'",
+            "Choose one way to name the partitions to read and remove the others.",
+        )
+    kind = given[0]
+    value = opts.get(kind) or ""
+    if kind == "subscribe":
+        topics = tuple(t.strip() for t in value.split(",") if t.strip())
+        if not topics:
+            raise ConfigurationError("subscribe", value, "a comma-separated list of topics")
+        return Strategy("subscribe", topics=tuple(dict.fromkeys(topics)))
+    if kind == "subscribePattern":
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ConfigurationError(
+                "subscribePattern", value, "a valid regular expression", f"It fails with: {exc}."
+            ) from None
+        return Strategy("subscribePattern", pattern=value)
+    return Strategy("assign", partitions=tuple(parse_assign(value)))
+
+
+def _starting(opts: _Options, streaming: bool | None) -> OffsetSpec:
+    # Spark's precedence: startingTimestamp, then startingOffsetsByTimestamp, then startingOffsets.
+    spec = _timestamp_spec(opts, "startingTimestamp", "startingOffsetsByTimestamp")
+    if spec is not None:
+        return spec
+    raw = opts.get("startingOffsets")
+    if raw is None:
+        return OffsetSpec("latest" if streaming else "earliest")
+    lowered = raw.lower()
+    if lowered == "earliest":
+        return OffsetSpec("earliest")
+    if lowered == "latest":
+        if streaming is False:
+            raise ConfigurationError(
+                "startingOffsets",
+                raw,
+                "'earliest' or per-partition JSON in a batch query",
+                "'latest' would read nothing in a batch query; use it with readStream.",
+            )
+        return OffsetSpec("latest")
+    if not raw.startswith("{"):
+        raise ConfigurationError(
+            "startingOffsets", raw, "'earliest', 'latest' or JSON such as {\"t\": {\"0\": 42}}"
+        )
+    offsets = parse_offsets_option(raw, "startingOffsets", allow_latest=streaming is not False)
+    return OffsetSpec("specific", offsets=offsets)
+
+
+def _ending(opts: _Options, streaming: bool | None) -> OffsetSpec | None:
+    given = [
+        n for n in ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp") if opts.get(n)
+    ]
+    if streaming:
+        if given:
+            raise ConfigurationError(
+                given[0],
+                opts.get(given[0]),
+                "no ending offset in a streaming query",
+                "A stream has no end: remove the option, or use spark.read for a bounded batch.",
+            )
+        return None
+    spec = _timestamp_spec(opts, "endingTimestamp", "endingOffsetsByTimestamp")
+    if spec is not None:
+        return spec
+    raw = opts.get("endingOffsets")
+    if raw is None or raw.lower() == "latest":
+        return OffsetSpec("latest", option="endingOffsets")
+    if raw.lower() == "earliest" or not raw.startswith("{"):
+        raise ConfigurationError(
+            "endingOffsets",
+            raw,
+            '\'latest\' or per-partition JSON such as {"t": {"0": 42, "1": -1}}',
+            "'earliest' would make every range empty.",
+        )
+    offsets = parse_offsets_option(raw, "endingOffsets", allow_latest=True)
+    bad = sorted(tp for tp, off in offsets.items() if off == EARLIEST)
+    if bad:
+        raise ConfigurationError(
+            "endingOffsets", raw, f"offsets >= 0 or -1 (latest); -2 (earliest) given for {bad[0]}"
+        )
+    return OffsetSpec("specific", offsets=offsets, option="endingOffsets")
+
+
+def _timestamp_spec(opts: _Options, global_name: str, by_partition_name: str) -> OffsetSpec | None:
+    stamp = opts.get(global_name)
+    if stamp is not None:
+        try:
+            value = int(stamp)
+        except ValueError:
+            value = -1
+        if value < 0:
+            raise ConfigurationError(global_name, stamp, "epoch milliseconds as an integer >= 0")
+        return OffsetSpec("timestamp", timestamp=value, option=global_name)
+    by_partition = opts.get(by_partition_name)
+    if by_partition is not None:
+        stamps = parse_timestamps_option(by_partition, by_partition_name)
+        return OffsetSpec("by_timestamp", offsets=stamps, option=by_partition_name)
+    return None
+
+
+def _check_offsets_match_assign(strategy: Strategy, spec: OffsetSpec) -> None:
+    if strategy.kind != "assign" or spec.kind not in ("specific", "by_timestamp"):
+        return
+    extra = sorted(set(spec.offsets) - set(strategy.partitions))
+    if extra:
+        raise ConfigurationError(
+            spec.option,
+            ", ".join(str(tp) for tp in extra),
+            "only partitions listed in 'assign'",
+            "Add them to 'assign' or remove them from the offsets.",
+        )
+
+
+def is_special(offset: int) -> bool:
+    """True for the -2 (earliest) / -1 (latest) placeholders of the offset JSON."""
+    return offset in (EARLIEST, LATEST)

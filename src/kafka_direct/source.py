@@ -1,0 +1,166 @@
+"""The ``kafka_direct`` PySpark data source: batch and streaming readers. Runs in Spark's Python
+processes: the driver-side planner and stream runner, and executors (pickled readers).
+
+Thin by design: options are parsed by :mod:`~kafka_direct.options`, offsets planned by
+:mod:`~kafka_direct.planner`, ranges read by :mod:`~kafka_direct.executor`. Readers open nothing
+in ``__init__``: PySpark builds them in several processes and pickles them to executors, so the
+admin client is created on first use and dropped on pickling.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    ReadMinRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from kafka_direct.executor import ExecutorSettings, read_range
+from kafka_direct.offset_reader import AdminOffsetReader
+from kafka_direct.offsets import OffsetRange, offsets_from_json, offsets_to_json
+from kafka_direct.options import SourceOptions, parse_source_options
+from kafka_direct.planner import StreamPlanner, plan_batch
+from kafka_direct.positions import OffsetReader
+from kafka_direct.rows import schema_ddl
+
+__all__ = ["KafkaDirectDataSource", "KafkaInputPartition"]
+
+log = logging.getLogger(__name__)
+
+#: ReadMaxRows has no "unlimited": this stands for "limits come from the source's options".
+_UNLIMITED_ROWS = 2**63 - 1
+
+
+class KafkaInputPartition(InputPartition):
+    """One Spark task: one offset range (a whole Kafka partition's share, or a split of it)."""
+
+    def __init__(self, rng: OffsetRange) -> None:
+        super().__init__(rng)
+        self.range = rng
+
+    def __repr__(self) -> str:
+        return f"KafkaInputPartition({self.range})"
+
+
+def _make_reader(opts: SourceOptions) -> OffsetReader:
+    return AdminOffsetReader(
+        opts.kafka,
+        isolation_level=opts.isolation_level,
+        num_retries=opts.fetch_retries,
+        retry_interval_ms=opts.fetch_retry_interval_ms,
+    )
+
+
+def _read(settings: ExecutorSettings, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    # PySpark hands a placeholder InputPartition(None) to a batch with no partitions at all.
+    if isinstance(partition, KafkaInputPartition):
+        yield from read_range(settings, partition.range)
+
+
+class KafkaDirectDataSource(DataSource):
+    """``spark.read.format("kafka_direct")`` and ``spark.readStream.format("kafka_direct")``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "kafka_direct"
+
+    def schema(self) -> str:
+        # Validate mode-independent options as early as load(), before any query starts.
+        opts = parse_source_options(self.options, streaming=None)
+        return schema_ddl(opts.include_headers)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return KafkaBatchReader(parse_source_options(self.options, streaming=False))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return KafkaStreamReader(parse_source_options(self.options, streaming=True))
+
+
+class KafkaBatchReader(DataSourceReader):
+    """A bounded read over ``[startingOffsets, endingOffsets)``: the seed's ``KafkaRDD``."""
+
+    def __init__(self, opts: SourceOptions) -> None:
+        self.opts = opts
+        self.settings = ExecutorSettings.from_options(opts)
+
+    def __repr__(self) -> str:
+        return f"KafkaBatchReader({self.opts.strategy.describe()})"
+
+    def partitions(self) -> Sequence[InputPartition]:
+        reader = _make_reader(self.opts)
+        try:
+            ranges = plan_batch(self.opts, reader)
+        finally:
+            reader.close()
+        log.info("Batch read of %d range(s): %s", len(ranges), ", ".join(map(str, ranges)))
+        return [KafkaInputPartition(r) for r in ranges]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return _read(self.settings, partition)
+
+
+class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """The direct stream: offsets in Spark's checkpoint, one range per partition per batch."""
+
+    def __init__(self, opts: SourceOptions) -> None:
+        self.opts = opts
+        self.settings = ExecutorSettings.from_options(opts)
+        self.planner = StreamPlanner(opts, lambda: _make_reader(opts))
+
+    def __repr__(self) -> str:
+        return f"KafkaStreamReader({self.opts.strategy.describe()})"
+
+    def initialOffset(self) -> dict[str, Any]:
+        return offsets_to_json(self.planner.initial_offsets())
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        o = self.opts
+        if o.max_offsets_per_trigger is not None or o.max_offsets_per_partition_per_trigger:
+            return ReadMaxRows(o.max_offsets_per_trigger or _UNLIMITED_ROWS)
+        if o.min_offsets_per_trigger is not None:
+            return ReadMinRows(o.min_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        end = self.planner.latest_offsets(
+            offsets_from_json(start, "start offset"),
+            read_all=isinstance(limit, ReadAllAvailable),
+        )
+        return offsets_to_json(end)
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        latest = self.planner.reported_latest
+        return None if latest is None else offsets_to_json(latest)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.planner.prepare_available_now()
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        ranges = self.planner.plan_ranges(
+            offsets_from_json(start, "start offset"), offsets_from_json(end, "end offset")
+        )
+        log.info("Micro-batch of %d range(s): %s", len(ranges), ", ".join(map(str, ranges)))
+        return [KafkaInputPartition(r) for r in ranges]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return _read(self.settings, partition)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        log.debug("Spark committed offsets %s", end)
+
+    def stop(self) -> None:
+        self.planner.close()
