@@ -105,11 +105,13 @@ def test_produce_ten_records_and_read_them_back_with_assign(broker: EmbeddedBrok
     assert producer.flush(10) == 0
     del producer
 
-    consumer = Consumer({
-        "bootstrap.servers": broker.bootstrap_servers,
-        "group.id": f"test-{topic}",
-        "enable.auto.commit": False,
-    })
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "group.id": f"test-{topic}",
+            "enable.auto.commit": False,
+        }
+    )
     try:
         assert consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (0, 10)
         consumer.assign([TopicPartition(topic, 0, 0)])
@@ -200,8 +202,12 @@ def test_forgotten_broker_is_stopped_at_interpreter_exit() -> None:
         print(EmbeddedBroker().start().pid, flush=True)
     """)
     done = subprocess.run(
-        [sys.executable, "-c", script], env=_subprocess_env(),
-        capture_output=True, text=True, timeout=30, check=True,
+        [sys.executable, "-c", script],
+        env=_subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
     )
     pid = int(done.stdout.strip())
     assert _gone(pid)
@@ -211,7 +217,10 @@ def test_cli_prints_bootstrap_line_and_exits_zero_on_sigterm() -> None:
     port = _free_port()
     cli = subprocess.Popen(
         [sys.executable, "-m", "kafka_direct.broker", "--port", str(port)],
-        env=_subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=_subprocess_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         assert cli.stdout is not None

@@ -1,0 +1,66 @@
+"""Integration fixtures: a real Kafka-protocol broker and a real local Spark.
+
+The broker is `KAFKA_BOOTSTRAP_SERVERS` when set, otherwise the embedded Tansu broker. If it
+cannot start, every test here errors: nothing is skipped.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from kafka_direct.broker import EmbeddedBroker
+from tests.integration.kafka_helpers import create_topic, new_topic_name
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap() -> Iterator[str]:
+    external = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if external:
+        yield external
+        return
+    broker = EmbeddedBroker()
+    try:
+        broker.start()
+    except Exception as exc:  # noqa: BLE001 - any failure to start must fail the run loudly
+        pytest.fail(f"The embedded Kafka broker could not start: {exc}", pytrace=False)
+    yield broker.bootstrap_servers
+    broker.stop(timeout_s=2)
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    from kafka_direct.local import local_spark
+
+    session = local_spark("kafka_direct-tests")
+    yield session
+    session.stop()
+
+
+@pytest.fixture()
+def make_topic(kafka_bootstrap: str) -> Callable[..., str]:
+    """Create a fresh topic (unique name per call) and return its name."""
+
+    def make(partitions: int = 1, prefix: str = "t", config: dict[str, str] | None = None) -> str:
+        name = new_topic_name(prefix)
+        create_topic(kafka_bootstrap, name, partitions=partitions, config=config)
+        return name
+
+    return make
+
+
+@pytest.fixture()
+def reader(spark: Any, kafka_bootstrap: str) -> Callable[..., Any]:
+    """`reader(stream=False, **options)` → a DataStreamReader/DataFrameReader for kafka_direct."""
+
+    def make(stream: bool = False, **options: str) -> Any:
+        r = (spark.readStream if stream else spark.read).format("kafka_direct")
+        r = r.option("kafka.bootstrap.servers", kafka_bootstrap)
+        for key, value in options.items():
+            r = r.option(key, value)
+        return r
+
+    return make

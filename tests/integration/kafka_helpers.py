@@ -1,0 +1,93 @@
+"""Test utilities for the real broker: topics and producing known data.
+
+`produce_known` applies the workaround from shared/BROKER.md (the embedded broker reports the log
+end as the start of the last record batch): each partition's final record is flushed on its own,
+so the log end is exact. The library itself never works around that quirk.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from confluent_kafka import Producer
+
+from kafka_direct.broker import create_topic, delete_topic
+
+__all__ = ["Record", "create_topic", "delete_topic", "new_topic_name", "produce_known"]
+
+
+@dataclass(frozen=True)
+class Record:
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes
+    timestamp_ms: int
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+
+
+def new_topic_name(prefix: str = "t") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def produce_known(
+    bootstrap: str,
+    topic: str,
+    per_partition: int,
+    partitions: int = 1,
+    *,
+    start_index: int = 0,
+    headers: bool = False,
+    base_ts_ms: int = 1_700_000_000_000,
+) -> list[Record]:
+    """Produce `per_partition` records to each partition; return them with their offsets.
+
+    Values are `"{topic}|p{partition}|{i}"`, keys `"k{i}"` (every 7th key is null), timestamps
+    `base_ts_ms + i` (CreateTime), headers `("h", b"{i}")` and a null-valued one when asked.
+    """
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": "5", "acks": "all"})
+    delivered: list[Record] = []
+    errors: list[str] = []
+
+    def on_delivery(err: object, msg: object, sent_headers: tuple = ()) -> None:
+        if err is not None:
+            errors.append(str(err))
+            return
+        delivered.append(
+            Record(
+                msg.topic(),  # type: ignore[attr-defined]
+                msg.partition(),  # type: ignore[attr-defined]
+                msg.offset(),  # type: ignore[attr-defined]
+                msg.key(),  # type: ignore[attr-defined]
+                msg.value(),  # type: ignore[attr-defined]
+                msg.timestamp()[1],  # type: ignore[attr-defined]
+                sent_headers,  # delivery reports do not carry headers
+            )
+        )
+
+    def send(p: int, i: int) -> None:
+        hdrs = [("h", str(i).encode()), ("null", None)] if headers else None
+        producer.produce(
+            topic,
+            value=f"{topic}|p{p}|{i}".encode(),
+            key=None if i % 7 == 3 else f"k{i}".encode(),
+            partition=p,
+            timestamp=base_ts_ms + i,
+            headers=hdrs,
+            on_delivery=lambda err, msg: on_delivery(err, msg, tuple(hdrs or ())),
+        )
+
+    last = start_index + per_partition - 1
+    for p in range(partitions):
+        for i in range(start_index, last):
+            send(p, i)
+    producer.flush(30)
+    for p in range(partitions):
+        if per_partition > 0:
+            send(p, last)
+            producer.flush(30)
+    assert not errors, errors
+    assert len(delivered) == per_partition * partitions
+    return sorted(delivered, key=lambda r: (r.partition, r.offset))

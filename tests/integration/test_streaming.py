@@ -1,0 +1,125 @@
+"""Streaming reads (`spark.readStream.format("kafka_direct")`) into foreachBatch: exact output,
+restart from checkpoint, Trigger.AvailableNow and admission control, on the real broker."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+from tests.integration.kafka_helpers import produce_known
+from tests.integration.streams import Collector, expected_keys, start, wait_for
+
+
+def test_exact_output_then_restart_from_checkpoint_loses_and_repeats_nothing(
+    make_topic, reader, kafka_bootstrap, tmp_path
+):
+    topic = make_topic(partitions=2)
+    first = produce_known(kafka_bootstrap, topic, per_partition=30, partitions=2)
+    checkpoint = str(tmp_path / "ck")
+    sink = Collector()
+    df = reader(stream=True, subscribe=topic, startingOffsets="earliest").load()
+
+    query = start(df, sink, checkpoint)
+    wait_for(lambda: len(sink.rows) >= 60, query, what="the first 60 records")
+    query.stop()
+    assert sink.keys() == expected_keys(first)
+
+    second = produce_known(kafka_bootstrap, topic, per_partition=20, partitions=2, start_index=30)
+    query = start(df, sink, checkpoint)
+    wait_for(lambda: len(sink.rows) >= 100, query, what="all 100 records after restart")
+    time.sleep(1.5)  # give a wrongly re-read batch the chance to show up
+    query.stop()
+    assert sink.keys() == expected_keys(first + second)  # no loss, no duplicate
+
+
+def test_available_now_reads_exactly_the_backlog_and_stops(
+    make_topic, reader, kafka_bootstrap, tmp_path
+):
+    topic = make_topic(partitions=2)
+    produced = produce_known(kafka_bootstrap, topic, per_partition=40, partitions=2)
+    sink = Collector()
+    df = reader(stream=True, subscribe=topic, startingOffsets="earliest").load()
+    query = start(df, sink, str(tmp_path / "ck"), availableNow=True)
+    assert query.awaitTermination(120)
+    assert query.exception() is None
+    assert sink.keys() == expected_keys(produced)
+
+
+def test_max_offsets_per_trigger_gives_exact_batch_sizes(
+    make_topic, reader, kafka_bootstrap, tmp_path
+):
+    topic = make_topic(partitions=2)
+    produced = produce_known(kafka_bootstrap, topic, per_partition=100, partitions=2)
+    sink = Collector()
+    df = reader(
+        stream=True, subscribe=topic, startingOffsets="earliest", maxOffsetsPerTrigger="30"
+    ).load()
+    query = start(df, sink, str(tmp_path / "ck"), availableNow=True)
+    assert query.awaitTermination(180)
+    assert sink.sizes == [30] * 6 + [20]
+    assert sink.keys() == expected_keys(produced)
+
+
+def test_per_partition_cap_limits_each_partition(make_topic, reader, kafka_bootstrap, tmp_path):
+    topic = make_topic(partitions=2)
+    produced = produce_known(kafka_bootstrap, topic, per_partition=35, partitions=2)
+    sink = Collector()
+    df = reader(
+        stream=True,
+        subscribe=topic,
+        startingOffsets="earliest",
+        maxOffsetsPerPartitionPerTrigger="10",
+    ).load()
+    query = start(df, sink, str(tmp_path / "ck"), availableNow=True)
+    assert query.awaitTermination(180)
+    per_batch = [Counter(r.partition for r in rows) for _, rows in sink.batches]
+    assert per_batch == [Counter({0: 10, 1: 10})] * 3 + [Counter({0: 5, 1: 5})]
+    assert sink.keys() == expected_keys(produced)
+
+
+def test_min_offsets_per_trigger_waits_for_the_minimum_or_the_delay(
+    make_topic, reader, kafka_bootstrap, tmp_path
+):
+    topic = make_topic(partitions=1)
+    first = produce_known(kafka_bootstrap, topic, per_partition=10)
+    sink = Collector()
+    df = reader(
+        stream=True,
+        subscribe=topic,
+        startingOffsets="earliest",
+        minOffsetsPerTrigger="50",
+        maxTriggerDelay="6s",
+    ).load()
+    query = start(df, sink, str(tmp_path / "ck"))
+    # As in Spark, the first batch does not wait for the minimum.
+    wait_for(lambda: len(sink.rows) == 10, query, what="the first batch")
+    assert sink.sizes[-1] == 10
+    batches_before = len(sink.sizes)
+
+    second = produce_known(kafka_bootstrap, topic, per_partition=20, start_index=10)
+    time.sleep(2.0)  # well below maxTriggerDelay: 20 < 50 records must not trigger a batch
+    assert [s for s in sink.sizes[batches_before:] if s] == []
+    wait_for(lambda: len(sink.rows) == 30, query, what="the delayed batch")
+    assert [s for s in sink.sizes[batches_before:] if s] == [20]
+
+    third = produce_known(kafka_bootstrap, topic, per_partition=60, start_index=30)
+    wait_for(lambda: len(sink.rows) == 90, query, what="the last records")
+    query.stop()
+    assert sink.keys() == expected_keys(first + second + third)
+
+
+def test_starting_offsets_latest_skips_the_past_and_reads_the_future(
+    make_topic, reader, kafka_bootstrap, tmp_path
+):
+    topic = make_topic(partitions=2)
+    produce_known(kafka_bootstrap, topic, per_partition=10, partitions=2)
+    sink = Collector()
+    df = reader(stream=True, subscribe=topic, startingOffsets="latest").load()
+    query = start(df, sink, str(tmp_path / "ck"))
+    # The first batch pins the starting position; it is empty.
+    wait_for(lambda: len(sink.batches) >= 1, query, what="the pinning batch")
+    assert sink.rows == []
+    future = produce_known(kafka_bootstrap, topic, per_partition=15, partitions=2, start_index=10)
+    wait_for(lambda: len(sink.rows) >= 30, query, what="the new records")
+    query.stop()
+    assert sink.keys() == expected_keys(future)
