@@ -41,11 +41,19 @@ class Collector:
 
     def keys(self) -> list[tuple[str, int, int, bytes | None, bytes]]:
         with self._lock:
-            return sorted((r.topic, r.partition, r.offset, r.key, r.value) for r in self.rows)
+            return _sorted_keys(self.rows)
 
 
 def expected_keys(records: list[Record]) -> list[tuple[str, int, int, bytes | None, bytes]]:
-    return sorted((r.topic, r.partition, r.offset, r.key, r.value) for r in records)
+    return _sorted_keys(records)
+
+
+def _sorted_keys(records: list[Record]) -> list[tuple[str, int, int, bytes | None, bytes]]:
+    # A recreated topic repeats offsets, so ties fall through to keys, which may be null.
+    return sorted(
+        ((r.topic, r.partition, r.offset, r.key, r.value) for r in records),
+        key=lambda k: (k[0], k[1], k[2], k[3] or b"", k[4]),
+    )
 
 
 def start(df: Any, sink: Collector, checkpoint: str, **trigger: Any) -> Any:
