@@ -29,6 +29,7 @@ __all__ = [
     "parse_assign",
     "parse_offsets_option",
     "parse_timestamps_option",
+    "ranges_to_json",
 ]
 
 EARLIEST = -2
@@ -63,9 +64,10 @@ class OffsetRange:
 
     def __post_init__(self) -> None:
         if self.from_offset < 0 or self.until_offset < self.from_offset:
-            raise ValueError(
-                f"OffsetRange {self.topic}-{self.partition} must have 0 <= from <= until, "
-                f"got [{self.from_offset}, {self.until_offset})"
+            raise ConfigurationError(
+                "OffsetRange",
+                f"{self.topic}-{self.partition} [{self.from_offset}, {self.until_offset})",
+                "0 <= fromOffset <= untilOffset",
             )
 
     @property

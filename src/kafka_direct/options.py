@@ -22,7 +22,6 @@ from typing import Literal
 from kafka_direct.errors import ConfigurationError, UnsupportedKafkaOptionError
 from kafka_direct.offsets import (
     EARLIEST,
-    LATEST,
     PartitionOffsets,
     TopicPartition,
     parse_assign,
@@ -40,7 +39,9 @@ __all__ = [
     "redact",
 ]
 
-_SECRET_KEY = re.compile(r"password|secret|token|jaas|credential|ssl\.key\.pem|private", re.I)
+_SECRET_KEY = re.compile(
+    r"password|secret|token|jaas|credential|ssl\.key\.pem|private|oauthbearer\.config", re.I
+)
 REDACTED = "*********(redacted)"
 
 
@@ -202,10 +203,11 @@ def parse_source_options(raw: Mapping[str, str], *, streaming: bool | None) -> S
     strategy = _strategy(opts)
     starting = _starting(opts, streaming)
     ending = _ending(opts, streaming)
-    timestamp_strategy = opts.text("startingOffsetsByTimestampStrategy").lower()
+    timestamp_strategy_raw = opts.text("startingOffsetsByTimestampStrategy")
+    timestamp_strategy = timestamp_strategy_raw.lower()
     if timestamp_strategy not in ("error", "latest"):
         raise ConfigurationError(
-            "startingOffsetsByTimestampStrategy", timestamp_strategy, "'error' or 'latest'"
+            "startingOffsetsByTimestampStrategy", timestamp_strategy_raw, "'error' or 'latest'"
         )
     _check_offsets_match_assign(strategy, starting)
     if ending is not None:
@@ -268,7 +270,10 @@ def _check_unknown(opts: _Options) -> None:
         close = difflib.get_close_matches(key, known, n=1, cutoff=0.85)
         if close:
             raise ConfigurationError(
-                key, opts.raw[key], "a known source option", f"Did you mean '{known[close[0]]}'?"
+                key,
+                REDACTED if _SECRET_KEY.search(key) else opts.raw[key],
+                "a known source option",
+                f"Did you mean '{known[close[0]]}'?",
             )
 
 
@@ -281,7 +286,8 @@ def _kafka_params(opts: _Options) -> KafkaConfig:
         if name in SOURCE_OWNED_KAFKA_KEYS:
             shown = REDACTED if _SECRET_KEY.search(name) else value
             raise UnsupportedKafkaOptionError(key, shown, SOURCE_OWNED_KAFKA_KEYS[name])
-        params[name] = value.strip()
+        # Passed through untouched: a secret may legitimately start or end with a space.
+        params[name] = opts.raw[key]
     if not params.get("bootstrap.servers"):
         raise ConfigurationError(
             "kafka.bootstrap.servers",
@@ -298,7 +304,10 @@ def _kafka_params(opts: _Options) -> KafkaConfig:
 
 
 def _strategy(opts: _Options) -> Strategy:
-    given = [name for name in ("subscribe", "subscribePattern", "assign") if opts.get(name)]
+    # Presence, not truthiness: an empty 'subscribe' is reported as such, not as "not set".
+    given = [
+        name for name in ("subscribe", "subscribePattern", "assign") if opts.get(name) is not None
+    ]
     if len(given) != 1:
         raise ConfigurationError(
             "subscribe/subscribePattern/assign",
@@ -314,6 +323,9 @@ def _strategy(opts: _Options) -> Strategy:
             raise ConfigurationError("subscribe", value, "a comma-separated list of topics")
         return Strategy("subscribe", topics=tuple(dict.fromkeys(topics)))
     if kind == "subscribePattern":
+        if not value:
+            # An empty regex matches every topic; never read the whole cluster by accident.
+            raise ConfigurationError("subscribePattern", value, "a non-empty regular expression")
         try:
             re.compile(value)
         except re.error as exc:
@@ -346,7 +358,10 @@ def _starting(opts: _Options, streaming: bool | None) -> OffsetSpec:
         return OffsetSpec("latest")
     if not raw.startswith("{"):
         raise ConfigurationError(
-            "startingOffsets", raw, "'earliest', 'latest' or JSON such as {\"t\": {\"0\": 42}}"
+            "startingOffsets",
+            raw,
+            ("'earliest' or" if streaming is False else "'earliest', 'latest' or")
+            + ' JSON such as {"t": {"0": 42}}',
         )
     offsets = parse_offsets_option(raw, "startingOffsets", allow_latest=streaming is not False)
     return OffsetSpec("specific", offsets=offsets)
@@ -415,8 +430,3 @@ def _check_offsets_match_assign(strategy: Strategy, spec: OffsetSpec) -> None:
             "only partitions listed in 'assign'",
             "Add them to 'assign' or remove them from the offsets.",
         )
-
-
-def is_special(offset: int) -> bool:
-    """True for the -2 (earliest) / -1 (latest) placeholders of the offset JSON."""
-    return offset in (EARLIEST, LATEST)

@@ -113,7 +113,6 @@ def executor_consumer_config(
         # stalls a reader that drains the queue quickly.
         "fetch.queue.backoff.ms": "10",
         # Bigger fetches mean fewer round trips while draining a backlog.
-        "fetch.max.bytes": "52428800",
         "max.partition.fetch.bytes": "4194304",
         # Prefetch depth per partition; bounded so memory does not grow with the range.
         "queued.max.messages.kbytes": "65536",
@@ -122,8 +121,12 @@ def executor_consumer_config(
         "fetch.wait.max.ms": "100",
         "client.id": "kafka-direct-executor",
     }
+    # librdkafka aliases: setting either name sets the same property, and the later one wins,
+    # so a tunable must not be added when the user set its other name.
+    aliases = {"max.partition.fetch.bytes": "fetch.message.max.bytes"}
     for key, value in tunables.items():
-        config.setdefault(key, value)
+        if key not in config and aliases.get(key) not in config:
+            config[key] = value
     config.update(
         {
             # Never the user's group: executors read assigned ranges and must not move offsets.

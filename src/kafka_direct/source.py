@@ -9,9 +9,10 @@ admin client is created on first use and dropped on pickling.
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -29,6 +30,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from kafka_direct.errors import KafkaDirectError
 from kafka_direct.executor import ExecutorSettings, read_range
 from kafka_direct.offset_reader import AdminOffsetReader
 from kafka_direct.offsets import OffsetRange, offsets_from_json, offsets_to_json
@@ -40,6 +42,25 @@ from kafka_direct.rows import schema_ddl
 __all__ = ["KafkaDirectDataSource", "KafkaInputPartition"]
 
 log = logging.getLogger(__name__)
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _user_facing(method: F) -> F:
+    """Raise our own errors with a one-frame traceback.
+
+    Spark prints the Python traceback of a data source error inside its own message; the frames
+    of the library's internals only bury the one sentence that says what to fix.
+    """
+
+    @functools.wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(*args, **kwargs)
+        except KafkaDirectError as exc:
+            raise exc.with_traceback(None) from None
+
+    return wrapper  # type: ignore[return-value]
+
 
 #: ReadMaxRows has no "unlimited": this stands for "limits come from the source's options".
 _UNLIMITED_ROWS = 2**63 - 1
@@ -68,7 +89,10 @@ def _make_reader(opts: SourceOptions) -> OffsetReader:
 def _read(settings: ExecutorSettings, partition: InputPartition) -> Iterator[pa.RecordBatch]:
     # PySpark hands a placeholder InputPartition(None) to a batch with no partitions at all.
     if isinstance(partition, KafkaInputPartition):
-        yield from read_range(settings, partition.range)
+        try:
+            yield from read_range(settings, partition.range)
+        except KafkaDirectError as exc:
+            raise exc.with_traceback(None) from None
 
 
 class KafkaDirectDataSource(DataSource):
@@ -78,14 +102,17 @@ class KafkaDirectDataSource(DataSource):
     def name(cls) -> str:
         return "kafka_direct"
 
+    @_user_facing
     def schema(self) -> str:
         # Validate mode-independent options as early as load(), before any query starts.
         opts = parse_source_options(self.options, streaming=None)
         return schema_ddl(opts.include_headers)
 
+    @_user_facing
     def reader(self, schema: StructType) -> DataSourceReader:
         return KafkaBatchReader(parse_source_options(self.options, streaming=False))
 
+    @_user_facing
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return KafkaStreamReader(parse_source_options(self.options, streaming=True))
 
@@ -100,6 +127,7 @@ class KafkaBatchReader(DataSourceReader):
     def __repr__(self) -> str:
         return f"KafkaBatchReader({self.opts.strategy.describe()})"
 
+    @_user_facing
     def partitions(self) -> Sequence[InputPartition]:
         reader = _make_reader(self.opts)
         try:
@@ -124,6 +152,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __repr__(self) -> str:
         return f"KafkaStreamReader({self.opts.strategy.describe()})"
 
+    @_user_facing
     def initialOffset(self) -> dict[str, Any]:
         return offsets_to_json(self.planner.initial_offsets())
 
@@ -135,6 +164,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return ReadMinRows(o.min_offsets_per_trigger)
         return ReadAllAvailable()
 
+    @_user_facing
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         end = self.planner.latest_offsets(
             offsets_from_json(start, "start offset"),
@@ -146,9 +176,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         latest = self.planner.reported_latest
         return None if latest is None else offsets_to_json(latest)
 
+    @_user_facing
     def prepareForTriggerAvailableNow(self) -> None:
         self.planner.prepare_available_now()
 
+    @_user_facing
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         ranges = self.planner.plan_ranges(
             offsets_from_json(start, "start offset"), offsets_from_json(end, "end offset")
