@@ -288,7 +288,7 @@ def _kafka_params(opts: _Options) -> KafkaConfig:
             raise UnsupportedKafkaOptionError(key, shown, SOURCE_OWNED_KAFKA_KEYS[name])
         # Passed through untouched: a secret may legitimately start or end with a space.
         params[name] = opts.raw[key]
-    if not params.get("bootstrap.servers"):
+    if not params.get("bootstrap.servers", "").strip():
         raise ConfigurationError(
             "kafka.bootstrap.servers",
             params.get("bootstrap.servers"),

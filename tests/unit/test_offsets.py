@@ -160,7 +160,7 @@ def test_offset_range_refuses_invalid_bounds(start: int, until: int) -> None:
     message = str(info.value)
     assert "orders-3" in message
     assert f"[{start}, {until})" in message
-    assert "0 <= from <= until" in message
+    assert "0 <= fromOffset <= untilOffset" in message
 
 
 def test_offset_range_accessors() -> None:
