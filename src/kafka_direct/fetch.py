@@ -107,9 +107,6 @@ def fetch_range(
             continue
         deadline = time.monotonic() + timeout_s
         data, eof = _split_events(msgs, rng)
-        if eof == _OUT_OF_RANGE:
-            nxt = _out_of_range(pc, rng, nxt, fail_on_data_loss)
-            continue
         if data:
             offsets = [m.offset() for m in data]
             # Offsets only grow within a partition, so bisecting finds the range's bounds.
@@ -119,7 +116,15 @@ def fetch_range(
             nxt = until if hi < len(offsets) else offsets[-1] + 1
             if hi > lo:
                 yield to_record_batch(rng.topic, rng.partition, data[lo:hi], include_headers)
-        if eof is not None and nxt < until:
+                # Time spent downstream while suspended here is not time waiting on Kafka.
+                deadline = time.monotonic() + timeout_s
+        if eof == _OUT_OF_RANGE:
+            # librdkafka stops fetching after this error (auto.offset.reset=error), so the
+            # queue cannot be reused: the next read of this partition must re-assign.
+            pc.next_offset = None
+            if nxt < until:
+                nxt = _out_of_range(pc, rng, nxt, fail_on_data_loss)
+        elif eof is not None and nxt < until:
             # Everything before the log end has been delivered, so [nxt, eof) is a gap.
             pc.next_offset = eof
             nxt = (
@@ -133,7 +138,8 @@ _OUT_OF_RANGE = -1
 
 
 def _split_events(msgs: list[Any], rng: OffsetRange) -> tuple[list[Any], int | None]:
-    """Data messages, and the log-end offset if the batch ends in an EOF event.
+    """Data messages, and the log-end offset if the batch ends in an EOF event (or
+    ``_OUT_OF_RANGE``, after the data queued before the error).
 
     An EOF followed by data is stale (the log has grown since), so only a trailing one counts.
     """
@@ -149,7 +155,7 @@ def _split_events(msgs: list[Any], rng: OffsetRange) -> tuple[list[Any], int | N
         elif err.code() == KafkaError._PARTITION_EOF:
             eof = m.offset()
         elif err.code() == KafkaError._AUTO_OFFSET_RESET:
-            return [], _OUT_OF_RANGE
+            return data, _OUT_OF_RANGE
         else:
             raise translate(err, f"Consuming {rng}")
     return data, eof
