@@ -147,7 +147,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, opts: SourceOptions) -> None:
         self.opts = opts
         self.settings = ExecutorSettings.from_options(opts)
-        self.planner = StreamPlanner(opts, lambda: _make_reader(opts))
+        self.planner = StreamPlanner(opts, functools.partial(_make_reader, opts))
 
     def __repr__(self) -> str:
         return f"KafkaStreamReader({self.opts.strategy.describe()})"

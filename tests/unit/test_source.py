@@ -1,0 +1,87 @@
+"""The data source's readers: built without I/O, pickled to executors, errors trimmed.
+
+No SparkSession and no broker: PySpark's classes are plain Python until Spark drives them.
+"""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+from pyspark.sql.datasource import CaseInsensitiveDict, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
+
+from kafka_direct.errors import ConfigurationError
+from kafka_direct.offsets import OffsetRange
+from kafka_direct.source import KafkaDirectDataSource, KafkaInputPartition
+
+# Port 9 (discard) on loopback: any connection attempt in __init__ would fail loudly or hang.
+BASE = {"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t", "kafka.sasl.password": "pw!"}
+
+
+def source(**extra: str) -> KafkaDirectDataSource:
+    return KafkaDirectDataSource(CaseInsensitiveDict({**BASE, **extra}))
+
+
+def test_schema_follows_include_headers() -> None:
+    assert "headers" not in source().schema()
+    assert (
+        source(includeHeaders="true")
+        .schema()
+        .endswith("headers array<struct<key: string, value: binary>>")
+    )
+
+
+def test_readers_open_nothing_and_pickle_cleanly() -> None:
+    ds = source()
+    batch = ds.reader(None)
+    stream = ds.streamReader(None)
+    for reader in (batch, stream):
+        clone = pickle.loads(pickle.dumps(reader))
+        assert clone.settings == reader.settings
+    assert stream.planner._reader is None  # lazily created, never at construction
+    assert "pw!" not in repr(batch.settings) and "pw!" not in repr(stream.opts)
+
+
+def test_input_partition_carries_its_range_through_pickle() -> None:
+    part = KafkaInputPartition(OffsetRange("t", 3, 10, 20))
+    clone = pickle.loads(pickle.dumps(part))
+    assert clone.range == OffsetRange("t", 3, 10, 20)
+
+
+def test_placeholder_partition_reads_nothing() -> None:
+    # PySpark substitutes InputPartition(None) when a batch plans no partitions.
+    assert list(source().reader(None).read(InputPartition(None))) == []
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        ({}, ReadAllAvailable()),
+        ({"maxOffsetsPerTrigger": "500"}, ReadMaxRows(500)),
+        ({"maxOffsetsPerPartitionPerTrigger": "7"}, ReadMaxRows(2**63 - 1)),
+        ({"minOffsetsPerTrigger": "40"}, ReadMinRows(40)),
+    ],
+    ids=["none", "max", "per-partition-only", "min-only"],
+)
+def test_default_read_limit(options: dict[str, str], expected: object) -> None:
+    assert source(**options).streamReader(None).getDefaultReadLimit() == expected
+
+
+def test_errors_reach_spark_with_a_one_frame_traceback() -> None:
+    with pytest.raises(ConfigurationError) as info:
+        source(startingOffset="earliest").schema()
+    frames = []
+    tb = info.value.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame.f_code.co_name)
+        tb = tb.tb_next
+    assert frames[1:] == ["wrapper"]  # the caller, then no frame of the library's internals
+    assert info.value.__suppress_context__
+
+
+def test_ending_offsets_are_refused_by_the_stream_reader_only() -> None:
+    ds = source(endingOffsets="latest")
+    ds.reader(None)  # fine for a batch
+    with pytest.raises(ConfigurationError, match="no ending offset in a streaming query"):
+        ds.streamReader(None)
