@@ -95,6 +95,7 @@ class StreamPlanner:
         self._target: PartitionOffsets | None = None
         self._latest: PartitionOffsets | None = None
         self._pinned: PartitionOffsets = {}
+        self._initial: PartitionOffsets | None = None
         # Spark starts lastTriggerMillis at 0, so the first batch never waits for the minimum.
         self._last_trigger_ms = 0
 
@@ -126,7 +127,20 @@ class StreamPlanner:
         return tps
 
     def initial_offsets(self) -> PartitionOffsets:
+        # Until batch 0 commits, Spark asks again whenever it needs a start: for latestOffset,
+        # then for partitions (MicroBatchExecution.getStartOffset, runBatch). Answer the same,
+        # or batch 0 is planned from another start than the one its end was computed from.
+        if self._initial is None:
+            self._initial = self._resolve_initial_offsets()
+        return dict(self._initial)
+
+    def _resolve_initial_offsets(self) -> PartitionOffsets:
         tps = self._current_partitions()
+        if self._target is not None:
+            # Spark fixes the Trigger.AvailableNow target before it asks for initial offsets. A
+            # partition created in between belongs to the next run; in this one the target lacks
+            # it, so it would look deleted (data loss).
+            tps = {tp for tp in tps if tp in self._target}
         spec = self.opts.starting
         if spec.kind == "latest":
             return {tp: LATEST for tp in sorted(tps)}
@@ -177,7 +191,9 @@ class StreamPlanner:
             # rate-limited from its start like any other partition.
             base.update(self.reader.earliest(reset))
         limited = not read_all
-        if limited and self.opts.min_offsets_per_trigger is not None:
+        # Not under Trigger.AvailableNow: holding back a tail below the minimum would return
+        # start before the target is reached, which ends the run with that tail unread.
+        if limited and self.opts.min_offsets_per_trigger is not None and self._target is None:
             now = self._clock_ms()
             if not min_offsets_gate(
                 base,
@@ -188,6 +204,9 @@ class StreamPlanner:
                 now_ms=now,
             ):
                 return start
+            # Spark's delayBatch restarts the delay whenever it lets a trigger through, even one
+            # that then finds nothing to read.
+            self._last_trigger_ms = now
         end = rate_limit(
             base,
             latest,
@@ -197,7 +216,6 @@ class StreamPlanner:
         for tp in reset:
             end[tp] = min(end[tp], latest[tp])
         if end != {tp: off for tp, off in start.items() if tp in end} or set(end) != set(start):
-            self._last_trigger_ms = self._clock_ms()
             return end
         return start
 
@@ -211,7 +229,12 @@ class StreamPlanner:
             from_offsets.update(resolve_new_partitions(start, new, self.reader.earliest(new)))
         losses: list[DataLoss] = []
         for tp in sorted(set(start) - set(end)):
-            losses.append(DataLoss(tp, "partition_gone", start[tp], None, f"{tp} is gone"))
+            if start[tp] == LATEST:
+                # A "latest" placeholder re-resolved after a restart in batch 0 may name a
+                # partition the logged end never had: nothing was planned there, nothing is lost.
+                continue
+            detail = f"{tp} is gone (offset {start[tp]} was expected)"
+            losses.append(DataLoss(tp, "partition_gone", start[tp], None, detail))
             from_offsets[tp] = start[tp]
         for tp in sorted(set(start) & set(end)):
             # A -1 start is the pinned first batch of a "latest" query: nothing to read.

@@ -116,7 +116,18 @@ def resolve_ending(
         return {
             tp: off if off is not None and off >= 0 else latest[tp] for tp, off in found.items()
         }
-    return _specific(spec, tps, reader.earliest(tps), latest)
+    ending = _specific(spec, tps, reader.earliest(tps), latest)
+    beyond = sorted(tp for tp, off in ending.items() if off > latest[tp])
+    if beyond:
+        # Executors would wait kafkaConsumer.pollTimeoutMs for offsets that do not exist yet.
+        tp = beyond[0]
+        raise ConfigurationError(
+            spec.option,
+            f"{tp}: {ending[tp]}",
+            f"an offset <= the log end offset {latest[tp]} of {tp}",
+            "Use -1 for latest, or a smaller offset.",
+        )
+    return ending
 
 
 def check_range_order(

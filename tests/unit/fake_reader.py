@@ -1,0 +1,204 @@
+"""An in-memory Kafka cluster and a fake :class:`kafka_direct.positions.OffsetReader` over it.
+
+For unit tests of driver-side planning, which must not need a broker (DESIGN.md §2), and for what
+the embedded broker cannot do (BROKER.md): answer timestamp lookups correctly (item 7), add
+partitions to a topic (item 4) and age data out (item 3).
+
+The model::
+
+    FakeCluster.topics: {topic: [FakePartition, ...]}    # index = partition number
+    FakePartition: log_start, log_end, records [(offset, timestamp), ...]
+
+``log_end`` is the next offset to be written (Kafka's latest offset / high watermark), which may be
+above the last record's offset + 1 when the log ends on a gap (transaction markers). Tests mutate
+the cluster between calls; every reader built on it sees the change at once, as a real admin client
+would on its next request.
+
+:class:`FakeOffsetReader` answers like ``kafka_direct.offset_reader.AdminOffsetReader``:
+
+- ``partitions``: ``subscribe`` leaves missing topics out, ``subscribePattern`` full-matches topic
+  names, ``assign`` raises :class:`TopicNotFoundError` for a partition the cluster does not have;
+- ``earliest``/``latest``/``for_timestamps`` raise :class:`TopicNotFoundError` for unknown
+  partitions, like ``list_offsets`` does;
+- ``for_timestamps`` returns the first retained offset whose timestamp is >= the given one, and -1
+  where no record is that recent (what real Kafka does, and Tansu does not).
+
+Every call is counted (``reader.calls["latest"]``) and logged with its arguments (``reader.log``),
+so tests can assert how often planning talks to the cluster. A reader refuses to be pickled: code
+that pickles a planner must drop its live reader first.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafka_direct.errors import TopicNotFoundError
+from kafka_direct.offsets import PartitionOffsets, TopicPartition
+from kafka_direct.options import Strategy
+
+__all__ = ["FakeCluster", "FakeOffsetReader", "FakePartition"]
+
+
+@dataclass
+class FakePartition:
+    """One partition's log: offsets ``[log_start, log_end)``, records where no gap is."""
+
+    log_start: int = 0
+    log_end: int = 0
+    records: list[tuple[int, int]] = field(default_factory=list)  # (offset, timestamp)
+
+
+class FakeCluster:
+    """Topics → partitions → logs. Mutable: tests change it between planner calls."""
+
+    def __init__(self, *, now_ms: int = 1_000) -> None:
+        self.topics: dict[str, list[FakePartition]] = {}
+        #: Timestamp given to records appended without explicit timestamps.
+        self.now_ms = now_ms
+
+    # -- topics and partitions -----------------------------------------------------------------
+
+    def create_topic(
+        self, topic: str, partitions: int = 1, records: int | Sequence[int] = 0
+    ) -> None:
+        """Create ``topic``; ``records`` is a count for every partition, or one per partition."""
+        if topic in self.topics:
+            raise ValueError(f"topic {topic} already exists")
+        self.topics[topic] = [FakePartition() for _ in range(partitions)]
+        counts = [records] * partitions if isinstance(records, int) else list(records)
+        if len(counts) != partitions:
+            raise ValueError("one record count per partition")
+        for partition, count in enumerate(counts):
+            self.append(topic, partition, count)
+
+    def add_partitions(self, topic: str, count: int = 1) -> None:
+        """CreatePartitions: ``count`` new, empty partitions at the end of ``topic``."""
+        self.topics[topic].extend(FakePartition() for _ in range(count))
+
+    def delete_topic(self, topic: str) -> None:
+        del self.topics[topic]
+
+    def recreate_topic(
+        self, topic: str, partitions: int = 1, records: int | Sequence[int] = 0
+    ) -> None:
+        """Delete and create again: offsets start over at 0 (data loss, offsets go backwards)."""
+        self.delete_topic(topic)
+        self.create_topic(topic, partitions, records)
+
+    # -- records -------------------------------------------------------------------------------
+
+    def log(self, topic: str, partition: int) -> FakePartition:
+        return self.topics[topic][partition]
+
+    def append(
+        self,
+        topic: str,
+        partition: int,
+        count: int = 1,
+        *,
+        timestamps: Sequence[int] | None = None,
+    ) -> list[int]:
+        """Produce ``count`` records (or one per timestamp); returns their offsets."""
+        log = self.log(topic, partition)
+        stamps = list(timestamps) if timestamps is not None else [self.now_ms] * count
+        offsets = []
+        for stamp in stamps:
+            log.records.append((log.log_end, stamp))
+            offsets.append(log.log_end)
+            log.log_end += 1
+        return offsets
+
+    def gap(self, topic: str, partition: int, count: int = 1) -> None:
+        """Offsets that hold no record (transaction markers, compaction)."""
+        self.log(topic, partition).log_end += count
+
+    def age_out(self, topic: str, partition: int, new_log_start: int) -> None:
+        """Retention/DeleteRecords: everything below ``new_log_start`` is gone."""
+        log = self.log(topic, partition)
+        if not log.log_start <= new_log_start <= log.log_end:
+            raise ValueError(f"log start {new_log_start} outside [{log.log_start}, {log.log_end}]")
+        log.log_start = new_log_start
+        log.records = [(off, ts) for off, ts in log.records if off >= new_log_start]
+
+    # -- views ---------------------------------------------------------------------------------
+
+    def topic_partitions(self) -> set[TopicPartition]:
+        return {TopicPartition(t, p) for t, parts in self.topics.items() for p in range(len(parts))}
+
+    def reader(self) -> FakeOffsetReader:
+        return FakeOffsetReader(self)
+
+
+class FakeOffsetReader:
+    """:class:`kafka_direct.positions.OffsetReader` over a :class:`FakeCluster`, counting calls."""
+
+    def __init__(self, cluster: FakeCluster) -> None:
+        self.cluster = cluster
+        self.calls: Counter[str] = Counter()
+        #: (method, argument) per call, in order; the argument is the request as a plain value.
+        self.log: list[tuple[str, Any]] = []
+        self.closed = False
+
+    def __reduce__(self) -> Any:
+        raise TypeError("FakeOffsetReader is a live client and must not be pickled")
+
+    def _record(self, method: str, arg: Any) -> None:
+        if self.closed:
+            raise RuntimeError(f"{method}() called on a closed FakeOffsetReader")
+        self.calls[method] += 1
+        self.log.append((method, arg))
+
+    def _log_of(self, tp: TopicPartition) -> FakePartition:
+        parts = self.cluster.topics.get(tp.topic)
+        if parts is None or not 0 <= tp.partition < len(parts):
+            raise TopicNotFoundError(
+                f"Listing offsets of {tp}: Broker: Unknown topic or partition",
+                code="UNKNOWN_TOPIC_OR_PART",
+            )
+        return parts[tp.partition]
+
+    # -- the OffsetReader protocol -------------------------------------------------------------
+
+    def partitions(self, strategy: Strategy) -> set[TopicPartition]:
+        self._record("partitions", strategy)
+        existing = self.cluster.topic_partitions()
+        if strategy.kind == "subscribe":
+            return {tp for tp in existing if tp.topic in strategy.topics}
+        if strategy.kind == "subscribePattern":
+            pattern = re.compile(strategy.pattern or "")
+            return {tp for tp in existing if pattern.fullmatch(tp.topic)}
+        missing = [tp for tp in strategy.partitions if tp not in existing]
+        if missing:
+            raise TopicNotFoundError(
+                f"Option 'assign' names {', '.join(map(str, missing))}, which the cluster does "
+                "not have."
+            )
+        return set(strategy.partitions)
+
+    def earliest(self, tps: Iterable[TopicPartition]) -> PartitionOffsets:
+        wanted = sorted(set(tps))
+        self._record("earliest", wanted)
+        return {tp: self._log_of(tp).log_start for tp in wanted}
+
+    def latest(
+        self, tps: Iterable[TopicPartition], known: Mapping[TopicPartition, int] | None = None
+    ) -> PartitionOffsets:
+        wanted = sorted(set(tps))
+        self._record("latest", wanted)
+        return {tp: self._log_of(tp).log_end for tp in wanted}
+
+    def for_timestamps(self, stamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        self._record("for_timestamps", dict(stamps))
+        out: dict[TopicPartition, int] = {}
+        for tp, stamp in stamps.items():
+            log = self._log_of(tp)
+            out[tp] = next((off for off, ts in log.records if ts >= stamp), -1)
+        return out
+
+    def close(self) -> None:
+        self.calls["close"] += 1
+        self.closed = True
