@@ -40,6 +40,9 @@ log = logging.getLogger(__name__)
 #: broker that does not send EOF promptly, without busy-looping on an idle one.
 CONSUME_SLICE_S = 0.2
 
+#: Bound on a watermark lookup (only done on EOF before the range end, or out-of-range errors).
+WATERMARK_TIMEOUT_S = 5.0
+
 
 class ConsumerLike(Protocol):
     """The part of ``confluent_kafka.Consumer`` the fetcher uses (fakes implement it in tests)."""
@@ -175,7 +178,7 @@ def _timeout(rng: OffsetRange, nxt: int, poll_timeout_ms: int) -> FetchTimeoutEr
 def _watermarks(pc: PartitionConsumer, rng: OffsetRange) -> tuple[int, int]:
     tp = CkTopicPartition(rng.topic, rng.partition)
     with kafka_errors(f"Fetching watermarks of {rng.topic}-{rng.partition}"):
-        low, high = pc.consumer.get_watermark_offsets(tp, timeout=10.0, cached=False)
+        low, high = pc.consumer.get_watermark_offsets(tp, timeout=WATERMARK_TIMEOUT_S, cached=False)
     return int(low), int(high)
 
 
@@ -193,6 +196,12 @@ def _check_short_log(pc: PartitionConsumer, rng: OffsetRange, nxt: int, fail: bo
 
 def _out_of_range(pc: PartitionConsumer, rng: OffsetRange, nxt: int, fail: bool) -> int:
     low, high = _watermarks(pc, rng)
+    if low <= nxt < high:
+        # The log moved between the error and our look (e.g. a recreated topic refilled): the
+        # position is valid again, so nothing is lost; read on from it.
+        log.info("Offset %d of %s-%s is readable again; resuming", nxt, rng.topic, rng.partition)
+        pc.position_at(rng.topic, rng.partition, nxt)
+        return nxt
     detail = f"offset {nxt} is out of range; the broker has [{low}, {high})"
     resume = low if nxt < low else rng.until_offset
     return _lost(pc, rng, nxt, min(resume, rng.until_offset), fail, detail)
