@@ -6,6 +6,7 @@ Every error the library raises on purpose derives from :class:`KafkaDirectError`
      ├── ConfigurationError          an option is missing, malformed or contradicts another
      │    └── UnsupportedKafkaOptionError   a kafka.* key the source owns (names the replacement)
      ├── DataLossError               offsets vanished or went backwards while failOnDataLoss=true
+     ├── OffsetConflictError         an offset store was not where this batch expected (a replay)
      ├── KafkaClientError            a librdkafka error, translated at one choke point (kafka_io)
      │    ├── TopicNotFoundError     a topic named in subscribe/assign does not exist
      │    └── FetchTimeoutError      an executor waited kafkaConsumer.pollTimeoutMs for data
@@ -25,6 +26,7 @@ __all__ = [
     "FetchTimeoutError",
     "KafkaClientError",
     "KafkaDirectError",
+    "OffsetConflictError",
     "TopicNotFoundError",
     "UnsupportedKafkaOptionError",
 ]
@@ -79,6 +81,24 @@ class DataLossError(KafkaDirectError):
             "it is no longer available in Kafka: the topic may have been deleted or recreated, or "
             "the data aged out under the retention policy. If you want the query to continue "
             "with what is available, set the source option 'failOnDataLoss' to 'false'."
+        )
+
+
+class OffsetConflictError(KafkaDirectError):
+    """An offset store did not hold the offsets this batch starts from.
+
+    Raised by the exactly-once recipe ("advance the stored offsets only where they still equal
+    this batch's start"): the batch was already applied (a replay) or another writer moved the
+    offsets (a concurrent run). The database transaction is rolled back, so nothing is applied
+    twice.
+    """
+
+    def __init__(self, group: str, detail: str) -> None:
+        self.group = group
+        super().__init__(
+            f"Offsets of group '{group}' in the offset store conflict with this batch: {detail}. "
+            "The batch was not applied. It was probably applied already (a replay) or another "
+            "process is writing the same group; run one writer per group."
         )
 
 

@@ -1,0 +1,141 @@
+"""Consumer-group offsets in Kafka (``__consumer_offsets``): read, commit, and lag. Runs in the
+Spark driver (the stream runner's ``commit``, the direct stream) and the user's process (CLI).
+
+This is where the seeds' ``commitAsync`` lands: offsets committed here are what
+``kafka-consumer-groups --describe`` and every lag monitor read. Committing uses the AdminClient
+(``alter_consumer_group_offsets``), so no consumer joins the group; Kafka refuses it while the
+group has active members, which protects a group that some other application is consuming with.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
+from confluent_kafka import TopicPartition as CkTopicPartition
+from confluent_kafka.admin import AdminClient
+
+from kafka_direct.kafka_io import kafka_errors, translate
+from kafka_direct.offsets import PartitionOffsets, TopicPartition
+from kafka_direct.settings import admin_config
+
+__all__ = ["LagRow", "commit_group_offsets", "fetch_group_offsets", "group_lag"]
+
+log = logging.getLogger(__name__)
+
+#: librdkafka's OFFSET_INVALID: the group has no committed offset for the partition.
+_NO_OFFSET = -1001
+
+
+def _admin(kafka: Mapping[str, str]) -> Any:
+    with kafka_errors("Creating the Kafka admin client"):
+        return AdminClient(admin_config(kafka))
+
+
+def fetch_group_offsets(
+    kafka: Mapping[str, str],
+    group: str,
+    tps: Iterable[TopicPartition] | None = None,
+    *,
+    timeout_s: float = 30.0,
+    admin: Any = None,
+) -> PartitionOffsets:
+    """The group's committed offsets (next offset to read); partitions without one are left out.
+
+    ``tps=None`` asks for every partition the group has committed.
+    """
+    admin = admin or _admin(kafka)
+    wanted = None if tps is None else [CkTopicPartition(tp.topic, tp.partition) for tp in tps]
+    request = [ConsumerGroupTopicPartitions(group, wanted)]
+    with kafka_errors(f"Fetching committed offsets of group '{group}'"):
+        futures = admin.list_consumer_group_offsets(request, request_timeout=timeout_s)
+    try:
+        result = futures[group].result(timeout=timeout_s + 5)
+    except KafkaException as exc:
+        raise translate(exc, f"Fetching committed offsets of group '{group}'") from exc
+    out: PartitionOffsets = {}
+    for ck in result.topic_partitions or []:
+        if ck.error is None and ck.offset >= 0 and ck.offset != _NO_OFFSET:
+            out[TopicPartition(ck.topic, ck.partition)] = int(ck.offset)
+    return out
+
+
+def commit_group_offsets(
+    kafka: Mapping[str, str],
+    group: str,
+    offsets: Mapping[TopicPartition, int],
+    *,
+    timeout_s: float = 30.0,
+    admin: Any = None,
+) -> None:
+    """Commit ``offsets`` (next offset to read, per partition) for ``group``.
+
+    Raises :class:`~kafka_direct.errors.KafkaClientError` on failure; callers that must never
+    fail (the streaming source) catch, log and retry.
+    """
+    if not offsets:
+        return
+    admin = admin or _admin(kafka)
+    tps = [
+        CkTopicPartition(tp.topic, tp.partition, int(off)) for tp, off in sorted(offsets.items())
+    ]
+    context = f"Committing offsets of group '{group}'"
+    with kafka_errors(context):
+        futures = admin.alter_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group, tps)], request_timeout=timeout_s
+        )
+    try:
+        result = futures[group].result(timeout=timeout_s + 5)
+    except KafkaException as exc:
+        raise translate(exc, context) from exc
+    for ck in result.topic_partitions or []:
+        if ck.error is not None:
+            raise translate(ck.error, f"{context} for {ck.topic}-{ck.partition}")
+
+
+@dataclass(frozen=True)
+class LagRow:
+    """One line of ``kafka-consumer-groups --describe``."""
+
+    topic: str
+    partition: int
+    current_offset: int | None
+    log_end_offset: int
+
+    @property
+    def lag(self) -> int | None:
+        if self.current_offset is None:
+            return None
+        return max(0, self.log_end_offset - self.current_offset)
+
+
+def group_lag(
+    kafka: Mapping[str, str],
+    group: str,
+    topics: Iterable[str] | None = None,
+    *,
+    timeout_s: float = 30.0,
+) -> list[LagRow]:
+    """CURRENT-OFFSET, LOG-END-OFFSET and LAG per partition, for the group's topics.
+
+    ``topics`` adds partitions the group has not committed yet (shown with no current offset).
+    """
+    from kafka_direct.offset_reader import AdminOffsetReader
+    from kafka_direct.options import KafkaConfig, Strategy
+
+    admin = _admin(kafka)
+    committed = fetch_group_offsets(kafka, group, timeout_s=timeout_s, admin=admin)
+    reader = AdminOffsetReader(KafkaConfig(kafka), admin_factory=lambda _c: admin)
+    tps = set(committed)
+    if topics:
+        names = tuple(topics)
+        tps |= reader.partitions(Strategy("subscribe", topics=names))
+    ends = reader.latest(tps)
+    return [
+        LagRow(tp.topic, tp.partition, committed.get(tp), ends[tp])
+        for tp in sorted(tps)
+        if tp in ends
+    ]

@@ -1,0 +1,46 @@
+"""Where consumed offsets live outside Spark's checkpoint: the :class:`OffsetStore` interface.
+Plain library: runs in the Spark driver (the direct stream, foreachBatch helpers) and the CLI.
+
+The seeds describe three homes for offsets: Kafka's ``__consumer_offsets`` (visible to lag
+tools), ZooKeeper, and a database such as MySQL, where exactly-once comes from writing the
+results and the offsets in one transaction. Implementations: :mod:`kafka_direct.stores`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+
+from kafka_direct.offsets import OffsetRange, PartitionOffsets, TopicPartition
+
+__all__ = ["OffsetStore", "ends_of"]
+
+
+def ends_of(ranges: Sequence[OffsetRange]) -> PartitionOffsets:
+    """The highest ``untilOffset`` per partition: what committing these ranges stores."""
+    ends: PartitionOffsets = {}
+    for r in ranges:
+        tp = TopicPartition(r.topic, r.partition)
+        ends[tp] = max(ends.get(tp, r.until_offset), r.until_offset)
+    return ends
+
+
+class OffsetStore(ABC):
+    """Stores, per consumer group and partition, the next offset to read."""
+
+    @abstractmethod
+    def load(self, group: str, tps: Iterable[TopicPartition] | None = None) -> PartitionOffsets:
+        """Stored offsets of ``group`` (only ``tps`` if given); partitions never stored are absent."""
+
+    @abstractmethod
+    def save(self, group: str, ranges: Sequence[OffsetRange]) -> None:
+        """Advance ``group`` to the end of ``ranges`` (the highest untilOffset per partition)."""
+
+    def close(self) -> None:  # noqa: B027 - optional for stores without resources
+        """Release connections; the store is unusable afterwards."""
+
+    def __enter__(self) -> OffsetStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
