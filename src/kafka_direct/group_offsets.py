@@ -32,7 +32,8 @@ _NO_OFFSET = -1001
 
 def _admin(kafka: Mapping[str, str]) -> Any:
     with kafka_errors("Creating the Kafka admin client"):
-        return AdminClient(admin_config(kafka))
+        config: dict[str, Any] = dict(admin_config(kafka))
+        return AdminClient(config)
 
 
 def fetch_group_offsets(

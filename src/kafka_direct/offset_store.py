@@ -30,7 +30,7 @@ class OffsetStore(ABC):
 
     @abstractmethod
     def load(self, group: str, tps: Iterable[TopicPartition] | None = None) -> PartitionOffsets:
-        """Stored offsets of ``group`` (only ``tps`` if given); partitions never stored are absent."""
+        """Stored offsets of ``group`` (only ``tps`` if given); unstored partitions are absent."""
 
     @abstractmethod
     def save(self, group: str, ranges: Sequence[OffsetRange]) -> None:
