@@ -6,6 +6,6 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 . "$ROOT/scripts/setup.sh"
 cd "$ROOT"
-ruff check src tests examples benchmarks
+ruff check .
 mypy
 exec python -m pytest "$@"
