@@ -24,6 +24,7 @@ from kafka_direct.errors import (
     FetchTimeoutError,
     KafkaClientError,
     KafkaDirectError,
+    OffsetConflictError,
     TopicNotFoundError,
     UnsupportedKafkaOptionError,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "FetchTimeoutError",
     "KafkaClientError",
     "KafkaDirectError",
+    "OffsetConflictError",
     "OffsetRange",
     "TopicNotFoundError",
     "TopicPartition",

@@ -140,3 +140,68 @@ def group_lag(
         for tp in sorted(tps)
         if tp in ends
     ]
+
+
+class GroupCommitter:
+    """Commits a stream's finished offsets to a group. Never raises: a failed commit is logged,
+    retried briefly, and otherwise superseded by the next micro-batch's (higher) offsets.
+
+    Lives in the driver's stream-runner process; the admin client is lazy and not pickled.
+    """
+
+    def __init__(
+        self,
+        kafka: Mapping[str, str],
+        group: str,
+        *,
+        attempts: int = 2,
+        backoff_s: float = 0.5,
+        timeout_s: float = 10.0,
+    ) -> None:
+        self.kafka = dict(kafka)
+        self.group = group
+        self.attempts = attempts
+        self.backoff_s = backoff_s
+        self.timeout_s = timeout_s
+        self.last_committed: PartitionOffsets = {}
+        self._admin: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_admin"] = None
+        return state
+
+    def __repr__(self) -> str:
+        return f"GroupCommitter(group={self.group!r})"
+
+    def commit(self, offsets: Mapping[TopicPartition, int]) -> bool:
+        """Commit ``offsets``; True when the broker accepted them."""
+        import time
+
+        from kafka_direct.errors import KafkaClientError
+
+        for attempt in range(1, self.attempts + 1):
+            try:
+                if self._admin is None:
+                    self._admin = _admin(self.kafka)
+                commit_group_offsets(
+                    self.kafka, self.group, offsets, timeout_s=self.timeout_s, admin=self._admin
+                )
+            except KafkaClientError as exc:
+                # A group with active members refuses commits from outside; so does a broker
+                # that is down. Neither may fail the query: the next batch commits again.
+                log.warning(
+                    "Committing offsets to group '%s' failed (attempt %d of %d): %s",
+                    self.group,
+                    attempt,
+                    self.attempts,
+                    exc,
+                )
+                self._admin = None
+                if attempt < self.attempts:
+                    time.sleep(self.backoff_s)
+                continue
+            self.last_committed = dict(offsets)
+            log.info("Committed offsets of %d partition(s) to group '%s'", len(offsets), self.group)
+            return True
+        return False

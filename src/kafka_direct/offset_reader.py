@@ -140,6 +140,17 @@ class AdminOffsetReader:
             result.update(self._list(behind, lambda _tp: OffsetSpec.latest()))
         return result
 
+    def committed(self, group: str, tps: Iterable[TopicPartition]) -> PartitionOffsets:
+        from kafka_direct.group_offsets import fetch_group_offsets
+
+        wanted = set(tps)
+        return self._retrying(
+            f"fetch committed offsets of group '{group}'",
+            lambda: fetch_group_offsets(
+                self._kafka, group, wanted, timeout_s=self._timeout_s, admin=self.admin
+            ),
+        )
+
     def for_timestamps(self, stamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         return self._list(stamps, lambda tp: OffsetSpec.for_timestamp(stamps[tp]))
 

@@ -108,11 +108,11 @@ class OffsetSpec:
     """Where a read starts or ends, before it is resolved against the broker.
 
     ``kind`` is one of: ``earliest``, ``latest``, ``specific`` (per-partition offsets, which may
-    hold -2/-1), ``timestamp`` (one timestamp for all partitions) and ``by_timestamp``
-    (per-partition timestamps).
+    hold -2/-1), ``timestamp`` (one timestamp for all partitions), ``by_timestamp``
+    (per-partition timestamps) and ``committed`` (the consumer group's committed offsets).
     """
 
-    kind: Literal["earliest", "latest", "specific", "timestamp", "by_timestamp"]
+    kind: Literal["earliest", "latest", "specific", "timestamp", "by_timestamp", "committed"]
     offsets: PartitionOffsets = field(default_factory=dict)
     timestamp: int | None = None
     option: str = "startingOffsets"
@@ -140,11 +140,22 @@ class SourceOptions:
     max_records_per_partition: int | None
     group_id_prefix: str
     user_group_id: str | None
+    #: The consumer group this query reports to: 'commitOffsetsToGroup', else kafka.group.id.
+    group: str | None
+    #: Whether finished micro-batches are committed to ``group`` ('commitOffsets').
+    commit_offsets: bool
+    #: ``startingOffsets=committed``: earliest | latest | error for partitions with no commit.
+    committed_fallback: Literal["earliest", "latest", "error"]
     consumer_cache_enabled: bool
     consumer_cache_capacity: int
     consumer_cache_timeout_ms: int
     arrow_batch_size: int
     streaming: bool
+
+    @property
+    def commit_group(self) -> str | None:
+        """The group finished micro-batches are committed to, or None for no commits."""
+        return self.group if self.commit_offsets else None
 
     @property
     def bootstrap_servers(self) -> str:
@@ -231,6 +242,23 @@ def parse_source_options(raw: Mapping[str, str], *, streaming: bool | None) -> S
     prefix = opts.text("groupIdPrefix")
     if not prefix:
         raise ConfigurationError("groupIdPrefix", prefix, "a non-empty string")
+    group = _group(opts, kafka)
+    fallback = opts.text("committedOffsetsFallback").lower()
+    if fallback not in ("earliest", "latest", "error"):
+        raise ConfigurationError(
+            "committedOffsetsFallback",
+            opts.get("committedOffsetsFallback"),
+            "'earliest', 'latest' or 'error'",
+        )
+    if starting.kind == "committed" and not (
+        opts.get("commitOffsetsToGroup") or kafka.get("group.id")
+    ):
+        raise ConfigurationError(
+            "startingOffsets",
+            "committed",
+            "a consumer group to read committed offsets from",
+            "Set 'kafka.group.id' (or 'commitOffsetsToGroup') to the group's id.",
+        )
     return SourceOptions(
         strategy=strategy,
         kafka=kafka,
@@ -252,12 +280,32 @@ def parse_source_options(raw: Mapping[str, str], *, streaming: bool | None) -> S
         max_records_per_partition=opts.optional_int("maxRecordsPerPartition", minimum=1),
         group_id_prefix=prefix,
         user_group_id=kafka.get("group.id"),
+        group=group,
+        commit_offsets=opts.boolean("commitOffsets"),
+        committed_fallback="earliest"
+        if fallback == "earliest"
+        else "latest"
+        if fallback == "latest"
+        else "error",
         consumer_cache_enabled=opts.boolean("consumerCache.enabled"),
         consumer_cache_capacity=opts.integer("consumerCache.capacity", minimum=1),
         consumer_cache_timeout_ms=opts.integer("consumerCache.timeoutMs", minimum=0),
         arrow_batch_size=opts.integer("arrowBatchSize", minimum=1),
         streaming=bool(streaming),
     )
+
+
+def _group(opts: _Options, kafka: KafkaConfig) -> str | None:
+    """The query's consumer group: 'commitOffsetsToGroup', else kafka.group.id, else none."""
+    named = opts.get("commitOffsetsToGroup")
+    if named is not None and not named:
+        raise ConfigurationError(
+            "commitOffsetsToGroup",
+            named,
+            "a consumer group id",
+            "Remove the option, or set 'commitOffsets' to 'false' to switch commits off.",
+        )
+    return named or kafka.get("group.id") or None
 
 
 def _check_unknown(opts: _Options) -> None:
@@ -347,6 +395,8 @@ def _starting(opts: _Options, streaming: bool | None) -> OffsetSpec:
     lowered = raw.lower()
     if lowered == "earliest":
         return OffsetSpec("earliest")
+    if lowered == "committed":
+        return OffsetSpec("committed")
     if lowered == "latest":
         if streaming is False:
             raise ConfigurationError(
@@ -360,7 +410,11 @@ def _starting(opts: _Options, streaming: bool | None) -> OffsetSpec:
         raise ConfigurationError(
             "startingOffsets",
             raw,
-            ("'earliest' or" if streaming is False else "'earliest', 'latest' or")
+            (
+                "'earliest', 'committed' or"
+                if streaming is False
+                else "'earliest', 'latest', 'committed' or"
+            )
             + ' JSON such as {"t": {"0": 42}}',
         )
     offsets = parse_offsets_option(raw, "startingOffsets", allow_latest=streaming is not False)

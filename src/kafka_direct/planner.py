@@ -68,6 +68,8 @@ def plan_batch(opts: SourceOptions, reader: OffsetReader) -> list[OffsetRange]:
         reader,
         timestamp_strategy=opts.timestamp_strategy,
         fail_on_data_loss=opts.fail_on_data_loss,
+        group=opts.group,
+        committed_fallback=opts.committed_fallback,
     )
     end = resolve_ending(opts.ending, tps, reader)
     check_range_order(start, end)
@@ -150,6 +152,8 @@ class StreamPlanner:
             self.reader,
             timestamp_strategy=self.opts.timestamp_strategy,
             fail_on_data_loss=self.opts.fail_on_data_loss,
+            group=self.opts.group,
+            committed_fallback=self.opts.committed_fallback,
         )
         if spec.kind == "specific":
             resolved.update({tp: LATEST for tp, off in spec.offsets.items() if off == LATEST})

@@ -44,6 +44,10 @@ class OffsetReader(Protocol):
         """The first offset with timestamp >= stamp, or -1 where no record is that recent."""
         ...
 
+    def committed(self, group: str, tps: Iterable[TopicPartition]) -> PartitionOffsets:
+        """The group's committed offsets; partitions without a commit are absent."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -54,6 +58,8 @@ def resolve_starting(
     *,
     timestamp_strategy: str,
     fail_on_data_loss: bool,
+    group: str | None = None,
+    committed_fallback: str = "error",
 ) -> PartitionOffsets:
     """Concrete starting offsets for ``tps``."""
     if not tps:
@@ -62,6 +68,8 @@ def resolve_starting(
         return reader.earliest(tps)
     if spec.kind == "latest":
         return reader.latest(tps)
+    if spec.kind == "committed":
+        spec = _committed_spec(spec, tps, reader, group, committed_fallback)
     earliest = reader.earliest(tps)
     latest = reader.latest(tps)
     if spec.kind in ("timestamp", "by_timestamp"):
@@ -99,6 +107,33 @@ def resolve_starting(
             losses, offsets, earliest, fail_on_data_loss=fail_on_data_loss, logger=log
         )
     return offsets
+
+
+def _committed_spec(
+    spec: OffsetSpec,
+    tps: Set[TopicPartition],
+    reader: OffsetReader,
+    group: str | None,
+    fallback: str,
+) -> OffsetSpec:
+    """``startingOffsets=committed`` as per-partition offsets, with the fallback applied."""
+    if group is None:
+        raise ConfigurationError(
+            "startingOffsets", "committed", "a consumer group", "Set 'kafka.group.id'."
+        )
+    committed = reader.committed(group, tps)
+    missing = sorted(set(tps) - set(committed))
+    if missing and fallback == "error":
+        raise ConfigurationError(
+            "startingOffsets",
+            "committed",
+            f"a committed offset of group '{group}' for every partition; none for "
+            + ", ".join(str(tp) for tp in missing),
+            "Set 'committedOffsetsFallback' to 'earliest' or 'latest' for such partitions.",
+        )
+    placeholder = EARLIEST if fallback == "earliest" else LATEST
+    offsets = {**{tp: placeholder for tp in missing}, **committed}
+    return OffsetSpec("specific", offsets=offsets, option="startingOffsets")
 
 
 def resolve_ending(

@@ -32,8 +32,9 @@ from pyspark.sql.types import StructType
 
 from kafka_direct.errors import KafkaDirectError
 from kafka_direct.executor import ExecutorSettings, read_range
+from kafka_direct.group_offsets import GroupCommitter
 from kafka_direct.offset_reader import AdminOffsetReader
-from kafka_direct.offsets import OffsetRange, offsets_from_json, offsets_to_json
+from kafka_direct.offsets import OffsetRange, TopicPartition, offsets_from_json, offsets_to_json
 from kafka_direct.options import SourceOptions, parse_source_options
 from kafka_direct.planner import StreamPlanner, plan_batch
 from kafka_direct.positions import OffsetReader
@@ -148,6 +149,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.opts = opts
         self.settings = ExecutorSettings.from_options(opts)
         self.planner = StreamPlanner(opts, functools.partial(_make_reader, opts))
+        group = opts.commit_group
+        self.committer = None if group is None else GroupCommitter(opts.kafka, group)
 
     def __repr__(self) -> str:
         return f"KafkaStreamReader({self.opts.strategy.describe()})"
@@ -166,10 +169,12 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     @_user_facing
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
-        end = self.planner.latest_offsets(
-            offsets_from_json(start, "start offset"),
-            read_all=isinstance(limit, ReadAllAvailable),
-        )
+        done = offsets_from_json(start, "start offset")
+        # Spark asks for the next batch only once the batch ending at `start` has finished (and
+        # on every trigger, data or not), so `start` is consumed: commit it now. Spark's own
+        # commit(end) arrives one batch late and never for a query's last batch.
+        self._commit_to_group(done)
+        end = self.planner.latest_offsets(done, read_all=isinstance(limit, ReadAllAvailable))
         return offsets_to_json(end)
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
@@ -192,7 +197,15 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return _read(self.settings, partition)
 
     def commit(self, end: dict[str, Any]) -> None:
-        log.debug("Spark committed offsets %s", end)
+        # Spark calls this after the batch's commit log entry is written: the batch is done, so
+        # its end offsets are what the group has consumed (what lag tools should see).
+        self._commit_to_group(offsets_from_json(end, "end offset"))
+
+    def _commit_to_group(self, offsets: dict[TopicPartition, int]) -> None:
+        done = {tp: off for tp, off in offsets.items() if off >= 0}  # -1: not yet pinned
+        committer = self.committer
+        if committer is not None and done and done != committer.last_committed:
+            committer.commit(done)
 
     def stop(self) -> None:
         self.planner.close()

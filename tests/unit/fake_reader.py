@@ -57,6 +57,8 @@ class FakeCluster:
 
     def __init__(self, *, now_ms: int = 1_000) -> None:
         self.topics: dict[str, list[FakePartition]] = {}
+        #: Consumer groups' committed offsets: group → {tp: next offset}.
+        self.groups: dict[str, dict[TopicPartition, int]] = {}
         #: Timestamp given to records appended without explicit timestamps.
         self.now_ms = now_ms
 
@@ -198,6 +200,12 @@ class FakeOffsetReader:
             log = self._log_of(tp)
             out[tp] = next((off for off, ts in log.records if ts >= stamp), -1)
         return out
+
+    def committed(self, group: str, tps: Iterable[TopicPartition]) -> PartitionOffsets:
+        wanted = sorted(set(tps))
+        self._record("committed", (group, wanted))
+        stored = self.cluster.groups.get(group, {})
+        return {tp: stored[tp] for tp in wanted if tp in stored}
 
     def close(self) -> None:
         self.calls["close"] += 1

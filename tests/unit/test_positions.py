@@ -401,3 +401,47 @@ def test_ranges_span_offset_gaps(cluster: FakeCluster) -> None:
     # Transaction markers take offsets: the range ends at the log end, not after the last record.
     cluster.gap("t", 1, 2)
     assert spans(plan(cluster, {"assign": '{"t": [1]}'})) == [("t-1", 0, 7)]
+
+
+# -- startingOffsets=committed ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fallback", "expected"),
+    [
+        ("earliest", [("t-0", 4, 10), ("t-1", 0, 5)]),  # t-1 has no commit: from its start
+        ("latest", [("t-0", 4, 10)]),  # t-1 from its end: an empty range, dropped
+    ],
+)
+def test_committed_offsets_with_a_fallback_for_partitions_without_a_commit(
+    cluster: FakeCluster, fallback: str, expected: list[tuple[str, int, int]]
+) -> None:
+    cluster.groups["g"] = {TopicPartition("t", 0): 4}
+    options = {
+        "subscribe": "t",
+        "startingOffsets": "committed",
+        "kafka.group.id": "g",
+        "committedOffsetsFallback": fallback,
+    }
+    assert spans(plan(cluster, options)) == expected
+
+
+def test_committed_offsets_without_a_commit_fail_by_default_naming_the_partition(
+    cluster: FakeCluster,
+) -> None:
+    cluster.groups["g"] = {TopicPartition("t", 0): 4}
+    options = {"subscribe": "t", "startingOffsets": "committed", "kafka.group.id": "g"}
+    with pytest.raises(ConfigurationError, match=r"none for t-1.*committedOffsetsFallback"):
+        plan(cluster, options)
+
+
+def test_committed_offsets_need_a_group(cluster: FakeCluster) -> None:
+    with pytest.raises(ConfigurationError, match="kafka.group.id"):
+        plan(cluster, {"subscribe": "t", "startingOffsets": "committed"})
+
+
+def test_committed_offset_that_aged_out_is_data_loss(cluster: FakeCluster) -> None:
+    cluster.groups["g"] = {TopicPartition("t", 0): 1, TopicPartition("t", 1): 0}
+    options = {"subscribe": "t", "startingOffsets": "committed", "kafka.group.id": "g"}
+    with pytest.raises(DataLossError, match="t-0"):
+        plan(cluster, options)

@@ -23,6 +23,7 @@ EXPECTED_ALL = [
     "FetchTimeoutError",
     "KafkaClientError",
     "KafkaDirectError",
+    "OffsetConflictError",
     "OffsetRange",
     "TopicNotFoundError",
     "TopicPartition",
@@ -97,6 +98,7 @@ def test_every_exception_is_drawn_in_the_errors_docstring(name: str) -> None:
         pytest.param("TopicNotFoundError", ("KafkaClientError",), id="topic not found"),
         pytest.param("FetchTimeoutError", ("KafkaClientError",), id="fetch timeout"),
         pytest.param("DataLossError", ("KafkaDirectError",), id="data loss"),
+        pytest.param("OffsetConflictError", ("KafkaDirectError",), id="offset conflict"),
         pytest.param("EmbeddedBrokerError", ("KafkaDirectError",), id="embedded broker"),
     ],
 )
