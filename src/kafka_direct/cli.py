@@ -2,8 +2,10 @@
 driver).
 
 Subcommands:
-  broker      run the embedded broker in the foreground
   wordcount   the main job: a streaming word count on the embedded broker (or --bootstrap-servers)
+  broker      run the embedded broker in the foreground
+  produce     produce sample records, with a progress bar
+  lag         consumer-group lag per partition, once or --watch
 """
 
 from __future__ import annotations
@@ -68,6 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
     br.add_argument("--host", default="127.0.0.1")
     br.add_argument("--port", type=int, default=0, help="port (default: a free one)")
     br.set_defaults(func=_broker)
+
+    from kafka_direct.cli_tools import add_subcommands
+
+    add_subcommands(sub)
     return parser
 
 
