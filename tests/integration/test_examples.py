@@ -1,0 +1,58 @@
+"""The runnable examples, against the test broker and the shared local Spark."""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+from confluent_kafka import Producer
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_keyed_producer_keeps_every_key_in_one_partition(make_topic, kafka_bootstrap, capsys):
+    topic = make_topic(partitions=3)
+    keyed = load("keyed_producer")
+    placements = keyed.produce_keyed(kafka_bootstrap, topic, events=40, items=7)
+    assert sorted(placements) == [f"item{i}" for i in range(7)]
+    assert all(len(parts) == 1 for parts in placements.values())
+    assert "partition" in capsys.readouterr().out
+
+
+def test_windowed_counts_slide_every_two_seconds_over_ten_minutes(
+    make_topic, spark, kafka_bootstrap
+):
+    topic = make_topic()
+    base = 1_700_000_000_000  # ms; a multiple of 2 s
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    for i, line in enumerate(["a b", "a", "b b"]):
+        producer.produce(topic, value=line.encode(), partition=0, timestamp=base + i * 1000)
+        producer.flush(10)  # one batch per record: the embedded broker's log end stays exact
+    lines = (
+        spark.read.format("kafka_direct")
+        .option("kafka.bootstrap.servers", kafka_bootstrap)
+        .option("subscribe", topic)
+        .load()
+    )
+    counts = load("windowed_word_count").windowed_counts(lines)
+    start = dt.datetime.fromtimestamp(base / 1000, dt.timezone.utc).replace(tzinfo=None)
+    # The window that starts exactly at the first record holds all three records.
+    rows = {r["word"]: r["count"] for r in counts.where(counts.window.start == start).collect()}
+    assert rows == {"a": 2, "b": 3}
+    # A record belongs to 10 min / 2 s = 300 sliding windows. "a" (at t0 and t0+1 s) falls in the
+    # same 300 windows both times; "b" (t0, t0+2 s) reaches one more window that starts at t0+2.
+    per_word = {
+        r["word"]: r["n"]
+        for r in counts.groupBy("word").count().withColumnRenamed("count", "n").collect()
+    }
+    assert per_word == {"a": 300, "b": 301}
