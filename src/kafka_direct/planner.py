@@ -24,7 +24,7 @@ from typing import Any
 
 from kafka_direct.errors import TopicNotFoundError
 from kafka_direct.offsets import LATEST, OffsetRange, PartitionOffsets, TopicPartition
-from kafka_direct.options import SourceOptions
+from kafka_direct.options import SourceOptions, Strategy
 from kafka_direct.planning import (
     DataLoss,
     apply_data_loss_policy,
@@ -122,8 +122,15 @@ class StreamPlanner:
         """Latest offsets seen by the last trigger (for ``reportLatestOffset``)."""
         return self._latest
 
-    def _current_partitions(self) -> set[TopicPartition]:
-        tps = self.reader.partitions(self.opts.strategy)
+    def _current_partitions(self, *, strict: bool = True) -> set[TopicPartition]:
+        strategy = self.opts.strategy
+        if strategy.kind == "assign" and not strict:
+            # Once running, an assigned partition that vanished is data loss (failOnDataLoss
+            # decides, in plan_ranges), not a reason to fail every trigger as an unknown topic.
+            topics = tuple(sorted({tp.topic for tp in strategy.partitions}))
+            existing = self.reader.partitions(Strategy("subscribe", topics=topics))
+            return existing & set(strategy.partitions)
+        tps = self.reader.partitions(strategy)
         if not tps:
             log.warning("No partitions match %s yet; waiting", self.opts.strategy.describe())
         return tps
@@ -174,7 +181,7 @@ class StreamPlanner:
             latest = dict(self._target)
         else:
             known = {tp: off for tp, off in start.items() if off != LATEST}
-            latest = self.reader.latest(self._current_partitions(), known=known)
+            latest = self.reader.latest(self._current_partitions(strict=False), known=known)
         self._latest = latest
         if any(off == LATEST for off in start.values()):
             # First batch of a query that starts at "latest": pin the position, read nothing

@@ -806,3 +806,28 @@ def test_planner_pickles_without_its_reader_and_recreates_it_lazily() -> None:
     assert planner.latest_offsets(pinned, read_all=False) == {T0: 8}
     assert FACTORY_CALLS[name] == 3
     del CLUSTERS[name]
+
+
+@pytest.mark.parametrize(("fail", "raises"), [("true", True), ("false", False)])
+def test_assigned_topic_deleted_while_running_goes_through_fail_on_data_loss(
+    fail: str, raises: bool
+) -> None:
+    cluster = FakeCluster()
+    cluster.create_topic("t", partitions=1, records=5)
+    cluster.create_topic("u", partitions=1, records=3)
+    q = MicroBatches(
+        cluster,
+        {
+            "assign": json.dumps({"t": [0], "u": [0]}),
+            "startingOffsets": "earliest",
+            "failOnDataLoss": fail,
+        },
+    )
+    assert q.trigger() == [("t-0", 0, 5), ("u-0", 0, 3)]
+    cluster.delete_topic("u")
+    if raises:
+        with pytest.raises(DataLossError, match="u-0"):
+            q.trigger()
+    else:
+        cluster.append("t", 0, 2)
+        assert q.trigger() == [("t-0", 5, 7)]
