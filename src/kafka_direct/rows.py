@@ -5,14 +5,22 @@ The schema is Spark's Kafka source schema. Spark only checks a yielded batch's s
 ``to_arrow_schema(schema)`` on the first batch, so :data:`ARROW_SCHEMA` must equal it exactly (a
 unit test pins that), and every batch uses it.
 
-Speed matters here: one Python call per message field is unavoidable with confluent-kafka, so
-everything else is columnar. Timestamps go int64 ms → ``timestamp[us, UTC]`` without Python
-``datetime``; topic and partition are repeated scalars, not per-row values.
+Speed matters here (``benchmarks/run.py`` measures it against a raw consumer). confluent-kafka
+hands out one Python object per message, so one call per message and field is unavoidable;
+everything else is columnar and done once per batch:
+
+- each field is read with ``map`` over the message type's own method (no per-row Python frame);
+- offsets are not read at all when they are contiguous (the common case): they only grow within
+  a partition, so ``n`` messages spanning ``n`` offsets are exactly ``first .. first + n - 1``;
+- timestamps go int64 ms → ``timestamp[us, UTC]`` without Python ``datetime``; the timestamp
+  type, nearly always one per batch, becomes a repeated scalar;
+- topic and partition are repeated scalars, not per-row values.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import Any
 
 import pyarrow as pa
@@ -40,6 +48,12 @@ _DDL = (
     "timestamp timestamp, timestampType int"
 )
 
+_TIMESTAMP_US = pa.timestamp("us", tz="UTC")
+_TYPE_OF = itemgetter(0)
+_MILLIS_OF = itemgetter(1)
+_ONE = pa.scalar(1, pa.int64())
+_THOUSAND = pa.scalar(1000, pa.int64())
+
 
 def schema_ddl(include_headers: bool) -> str:
     """Spark DDL of the source's rows (Spark's Kafka source schema)."""
@@ -53,28 +67,53 @@ def to_record_batch(
 ) -> pa.RecordBatch:
     """One Arrow batch from confluent-kafka messages, all of ``topic``-``partition``.
 
-    ``messages`` must hold data messages only (no error/EOF events).
+    ``messages`` must hold data messages only (no error/EOF events), all of one type (as one
+    consumer returns them), in the order the partition's consumer returned them, so that their
+    offsets strictly increase.
     """
     n = len(messages)
-    stamps = [m.timestamp() for m in messages]
-    # librdkafka's timestamp types are NOT_AVAILABLE=0, CREATE_TIME=1, LOG_APPEND_TIME=2; Spark's
-    # codes are -1, 0 and 1, i.e. exactly one less.
-    ts_type = pc.subtract(pa.array([s[0] for s in stamps], pa.int32()), pa.scalar(1, pa.int32()))
-    ts_us = pc.multiply(pa.array([s[1] for s in stamps], pa.int64()), pa.scalar(1000, pa.int64()))
+    if n == 0:
+        return pa.RecordBatch.from_pylist(
+            [], schema=ARROW_SCHEMA_WITH_HEADERS if include_headers else ARROW_SCHEMA
+        )
+    # The unbound methods of the message type: map() calls them without a Python frame per row.
+    cls = type(messages[0])
+    stamps = list(map(cls.timestamp, messages))
     columns = [
-        pa.array([m.key() for m in messages], pa.binary()),
-        pa.array([m.value() for m in messages], pa.binary()),
+        pa.array(list(map(cls.key, messages)), pa.binary()),
+        pa.array(list(map(cls.value, messages)), pa.binary()),
         pa.repeat(pa.scalar(topic, pa.string()), n),
         pa.repeat(pa.scalar(partition, pa.int32()), n),
-        pa.array([m.offset() for m in messages], pa.int64()),
-        ts_us.cast(pa.timestamp("us", tz="UTC")),
-        ts_type,
+        _offsets(messages, cls, n),
+        pc.multiply(pa.array(list(map(_MILLIS_OF, stamps)), pa.int64()), _THOUSAND).cast(
+            _TIMESTAMP_US
+        ),
+        _timestamp_types(stamps, n),
     ]
     if not include_headers:
         return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
-    headers = [_headers(m.headers()) for m in messages]
+    headers = [_headers(h) for h in map(cls.headers, messages)]
     columns.append(pa.array(headers, HEADER_TYPE))
     return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA_WITH_HEADERS)
+
+
+def _offsets(messages: Sequence[Any], cls: type, n: int) -> pa.Array:
+    first: int = messages[0].offset()
+    if messages[-1].offset() - first == n - 1:
+        # Strictly increasing and n offsets wide: exactly first .. first + n - 1, no gaps.
+        ones = pa.repeat(_ONE, n)
+        return pc.add(pc.cumulative_sum(ones), pa.scalar(first - 1, pa.int64()))
+    return pa.array(list(map(cls.offset, messages)), pa.int64())
+
+
+def _timestamp_types(stamps: list[tuple[int, int]], n: int) -> pa.Array:
+    # librdkafka's timestamp types are NOT_AVAILABLE=0, CREATE_TIME=1, LOG_APPEND_TIME=2; Spark's
+    # codes are -1, 0 and 1, i.e. exactly one less.
+    types = list(map(_TYPE_OF, stamps))
+    first = types[0]
+    if types.count(first) == n:
+        return pa.repeat(pa.scalar(first - 1, pa.int32()), n)
+    return pc.subtract(pa.array(types, pa.int32()), pa.scalar(1, pa.int32()))
 
 
 def _headers(raw: list[tuple[str, bytes | None]] | None) -> list[dict[str, Any]] | None:
