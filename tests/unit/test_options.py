@@ -702,7 +702,6 @@ def test_source_options_survive_pickling() -> None:
                                     "sasl.password": "pw"}  # fmt: skip
 
 
-
 # --- secrets --------------------------------------------------------------------------------------
 
 SECRETS = {
