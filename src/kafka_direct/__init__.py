@@ -17,7 +17,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from kafka_direct.direct_stream import BatchInfo, DirectKafkaStream
 from kafka_direct.errors import (
+    BatchFailedError,
     ConfigurationError,
     DataLossError,
     EmbeddedBrokerError,
@@ -25,26 +27,48 @@ from kafka_direct.errors import (
     KafkaClientError,
     KafkaDirectError,
     OffsetConflictError,
+    StreamStateError,
     TopicNotFoundError,
     UnsupportedKafkaOptionError,
 )
+from kafka_direct.kafka_utils import KafkaUtils
+from kafka_direct.offset_store import OffsetStore
 from kafka_direct.offsets import OffsetRange, TopicPartition
+from kafka_direct.stores import (
+    KafkaGroupStore,
+    SqlOffsetStore,
+    exactly_once_foreach_batch,
+    starting_offsets_json,
+)
+from kafka_direct.strategies import ConsumerStrategies, LocationStrategies
 
 __all__ = [
     "FORMAT",
+    "BatchFailedError",
+    "BatchInfo",
     "ConfigurationError",
+    "ConsumerStrategies",
     "DataLossError",
+    "DirectKafkaStream",
     "EmbeddedBrokerError",
     "FetchTimeoutError",
     "KafkaClientError",
     "KafkaDirectError",
+    "KafkaGroupStore",
+    "KafkaUtils",
+    "LocationStrategies",
     "OffsetConflictError",
     "OffsetRange",
+    "OffsetStore",
+    "SqlOffsetStore",
+    "StreamStateError",
     "TopicNotFoundError",
     "TopicPartition",
     "UnsupportedKafkaOptionError",
     "__version__",
+    "exactly_once_foreach_batch",
     "register",
+    "starting_offsets_json",
 ]
 
 __version__ = "0.1.0"

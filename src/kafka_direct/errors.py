@@ -7,6 +7,8 @@ Every error the library raises on purpose derives from :class:`KafkaDirectError`
      │    └── UnsupportedKafkaOptionError   a kafka.* key the source owns (names the replacement)
      ├── DataLossError               offsets vanished or went backwards while failOnDataLoss=true
      ├── OffsetConflictError         an offset store was not where this batch expected (a replay)
+     ├── BatchFailedError            a direct stream's batch function raised (nothing committed)
+     ├── StreamStateError            a direct stream method was called in the wrong state
      ├── KafkaClientError            a librdkafka error, translated at one choke point (kafka_io)
      │    ├── TopicNotFoundError     a topic named in subscribe/assign does not exist
      │    └── FetchTimeoutError      an executor waited kafkaConsumer.pollTimeoutMs for data
@@ -19,7 +21,10 @@ secrets: anything that may carry configuration goes through :func:`kafka_direct.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 __all__ = [
+    "BatchFailedError",
     "ConfigurationError",
     "DataLossError",
     "EmbeddedBrokerError",
@@ -27,6 +32,7 @@ __all__ = [
     "KafkaClientError",
     "KafkaDirectError",
     "OffsetConflictError",
+    "StreamStateError",
     "TopicNotFoundError",
     "UnsupportedKafkaOptionError",
 ]
@@ -100,6 +106,31 @@ class OffsetConflictError(KafkaDirectError):
             "The batch was not applied. It was probably applied already (a replay) or another "
             "process is writing the same group; run one writer per group."
         )
+
+
+class BatchFailedError(KafkaDirectError):
+    """A direct stream's batch function raised: the batch was not committed, the stream stopped.
+
+    ``__cause__`` is the function's exception; ``offset_ranges`` the batch's ranges.
+    """
+
+    def __init__(
+        self, batch_id: int, ranges: Sequence[object], attempts: int, cause: BaseException
+    ) -> None:
+        self.batch_id = batch_id
+        self.offset_ranges = list(ranges)
+        self.attempts = attempts
+        shown = ", ".join(str(r) for r in ranges[:5]) + (" ..." if len(ranges) > 5 else "")
+        super().__init__(
+            f"Batch {batch_id} failed in the foreachBatch function after {attempts} attempt(s): "
+            f"{type(cause).__name__}: {cause}. Its offsets ({shown or 'no ranges'}) were not "
+            "committed: a new stream with the same group resumes from the last commit. To retry "
+            "a failed batch instead of stopping, pass failurePolicy='retry' and maxRetries."
+        )
+
+
+class StreamStateError(KafkaDirectError, RuntimeError):
+    """A direct stream method was called in the wrong state (started twice, no function...)."""
 
 
 class KafkaClientError(KafkaDirectError):

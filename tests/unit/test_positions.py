@@ -436,7 +436,7 @@ def test_committed_offsets_without_a_commit_fail_by_default_naming_the_partition
 
 
 def test_committed_offsets_need_a_group(cluster: FakeCluster) -> None:
-    with pytest.raises(ConfigurationError, match="kafka.group.id"):
+    with pytest.raises(ConfigurationError, match=r"kafka\.group\.id"):
         plan(cluster, {"subscribe": "t", "startingOffsets": "committed"})
 
 

@@ -16,20 +16,32 @@ import kafka_direct
 from kafka_direct import errors
 
 EXPECTED_ALL = [
+    "BatchFailedError",
+    "BatchInfo",
     "ConfigurationError",
+    "ConsumerStrategies",
     "DataLossError",
+    "DirectKafkaStream",
     "EmbeddedBrokerError",
     "FORMAT",
     "FetchTimeoutError",
     "KafkaClientError",
     "KafkaDirectError",
+    "KafkaGroupStore",
+    "KafkaUtils",
+    "LocationStrategies",
     "OffsetConflictError",
     "OffsetRange",
+    "OffsetStore",
+    "SqlOffsetStore",
+    "StreamStateError",
     "TopicNotFoundError",
     "TopicPartition",
     "UnsupportedKafkaOptionError",
     "__version__",
+    "exactly_once_foreach_batch",
     "register",
+    "starting_offsets_json",
 ]
 
 EXCEPTIONS = [
@@ -99,11 +111,17 @@ def test_every_exception_is_drawn_in_the_errors_docstring(name: str) -> None:
         pytest.param("FetchTimeoutError", ("KafkaClientError",), id="fetch timeout"),
         pytest.param("DataLossError", ("KafkaDirectError",), id="data loss"),
         pytest.param("OffsetConflictError", ("KafkaDirectError",), id="offset conflict"),
+        pytest.param("BatchFailedError", ("KafkaDirectError",), id="batch failed"),
+        pytest.param("StreamStateError", ("KafkaDirectError", "RuntimeError"), id="stream state"),
         pytest.param("EmbeddedBrokerError", ("KafkaDirectError",), id="embedded broker"),
     ],
 )
 def test_exception_tree(name: str, bases: tuple[str, ...]) -> None:
-    known = {"ValueError": ValueError, **{n: getattr(kafka_direct, n) for n in EXCEPTIONS}}
+    known = {
+        "ValueError": ValueError,
+        "RuntimeError": RuntimeError,
+        **{n: getattr(kafka_direct, n) for n in EXCEPTIONS},
+    }
     assert all(issubclass(known[name], known[base]) for base in bases)
 
 
