@@ -1,0 +1,33 @@
+"""Offset stores: where consumed offsets live outside Spark's checkpoint. Plain library: runs in
+the Spark driver (the direct stream's ``offsetStore=``, ``foreachBatch`` functions) and in the
+user's process (the CLI, computing ``startingOffsets``).
+
+- :class:`KafkaGroupStore`: a Kafka consumer group, visible to lag tools; at-least-once output.
+- :class:`SqlOffsetStore`: a table in SQLite, PostgreSQL or MySQL/MariaDB; exactly-once output
+  when the results are written through :meth:`SqlOffsetStore.transaction` (the direct stream) or
+  :func:`exactly_once_foreach_batch` (Structured Streaming).
+- :func:`starting_offsets_json`: resume a ``readStream`` from any store.
+
+The interface is :class:`kafka_direct.offset_store.OffsetStore`.
+"""
+
+from __future__ import annotations
+
+from kafka_direct.offset_store import OffsetStore
+from kafka_direct.stores.exactly_once import (
+    already_applied,
+    exactly_once_foreach_batch,
+    starting_offsets_json,
+)
+from kafka_direct.stores.kafka_store import KafkaGroupStore
+from kafka_direct.stores.sql_store import SqlOffsetStore, StoreSession
+
+__all__ = [
+    "KafkaGroupStore",
+    "OffsetStore",
+    "SqlOffsetStore",
+    "StoreSession",
+    "already_applied",
+    "exactly_once_foreach_batch",
+    "starting_offsets_json",
+]
