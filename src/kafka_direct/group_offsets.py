@@ -10,7 +10,9 @@ group has active members, which protects a group that some other application is 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,7 +57,7 @@ def fetch_group_offsets(
         futures = admin.list_consumer_group_offsets(request, request_timeout=timeout_s)
     try:
         result = futures[group].result(timeout=timeout_s + 5)
-    except KafkaException as exc:
+    except (KafkaException, FutureTimeout) as exc:
         raise translate(exc, f"Fetching committed offsets of group '{group}'") from exc
     out: PartitionOffsets = {}
     for ck in result.topic_partitions or []:
@@ -90,7 +92,7 @@ def commit_group_offsets(
         )
     try:
         result = futures[group].result(timeout=timeout_s + 5)
-    except KafkaException as exc:
+    except (KafkaException, FutureTimeout) as exc:
         raise translate(exc, context) from exc
     for ck in result.topic_partitions or []:
         if ck.error is not None:
@@ -143,8 +145,9 @@ def group_lag(
 
 
 class GroupCommitter:
-    """Commits a stream's finished offsets to a group. Never raises: a failed commit is logged,
-    retried briefly, and otherwise superseded by the next micro-batch's (higher) offsets.
+    """Commits a stream's finished offsets to a group. Never raises: a failed commit is logged
+    and retried later, with a growing pause, so a refused or unreachable group does not slow
+    every trigger down; the next success carries the newest offsets anyway.
 
     Lives in the driver's stream-runner process; the admin client is lazy and not pickled.
     """
@@ -154,16 +157,22 @@ class GroupCommitter:
         kafka: Mapping[str, str],
         group: str,
         *,
-        attempts: int = 2,
-        backoff_s: float = 0.5,
         timeout_s: float = 10.0,
+        min_backoff_s: float = 5.0,
+        max_backoff_s: float = 120.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.kafka = dict(kafka)
+        from kafka_direct.options import KafkaConfig
+
+        self.kafka = KafkaConfig(kafka)  # redacts secrets in any repr
         self.group = group
-        self.attempts = attempts
-        self.backoff_s = backoff_s
         self.timeout_s = timeout_s
+        self.min_backoff_s = min_backoff_s
+        self.max_backoff_s = max_backoff_s
+        self._clock = clock
         self.last_committed: PartitionOffsets = {}
+        self.failures = 0
+        self._retry_at = 0.0
         self._admin: Any = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -175,33 +184,35 @@ class GroupCommitter:
         return f"GroupCommitter(group={self.group!r})"
 
     def commit(self, offsets: Mapping[TopicPartition, int]) -> bool:
-        """Commit ``offsets``; True when the broker accepted them."""
-        import time
-
+        """Commit ``offsets`` unless backing off after a failure; True when the broker accepted."""
         from kafka_direct.errors import KafkaClientError
 
-        for attempt in range(1, self.attempts + 1):
-            try:
-                if self._admin is None:
-                    self._admin = _admin(self.kafka)
-                commit_group_offsets(
-                    self.kafka, self.group, offsets, timeout_s=self.timeout_s, admin=self._admin
-                )
-            except KafkaClientError as exc:
-                # A group with active members refuses commits from outside; so does a broker
-                # that is down. Neither may fail the query: the next batch commits again.
-                log.warning(
-                    "Committing offsets to group '%s' failed (attempt %d of %d): %s",
-                    self.group,
-                    attempt,
-                    self.attempts,
-                    exc,
-                )
-                self._admin = None
-                if attempt < self.attempts:
-                    time.sleep(self.backoff_s)
-                continue
-            self.last_committed = dict(offsets)
-            log.info("Committed offsets of %d partition(s) to group '%s'", len(offsets), self.group)
-            return True
-        return False
+        now = self._clock()
+        if now < self._retry_at:
+            return False
+        try:
+            if self._admin is None:
+                self._admin = _admin(self.kafka)
+            commit_group_offsets(
+                self.kafka, self.group, offsets, timeout_s=self.timeout_s, admin=self._admin
+            )
+        except KafkaClientError as exc:
+            # A group with active members refuses commits from outside; so does a broker that is
+            # down. Neither may fail the query: back off, and commit newer offsets later.
+            self.failures += 1
+            backoff = min(self.max_backoff_s, self.min_backoff_s * 2 ** (self.failures - 1))
+            self._retry_at = now + backoff
+            self._admin = None
+            log.warning(
+                "Committing offsets to group '%s' failed (%d in a row); retrying in %.0f s: %s",
+                self.group,
+                self.failures,
+                backoff,
+                exc,
+            )
+            return False
+        self.failures = 0
+        self._retry_at = 0.0
+        self.last_committed = dict(offsets)
+        log.info("Committed offsets of %d partition(s) to group '%s'", len(offsets), self.group)
+        return True

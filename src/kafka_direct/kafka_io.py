@@ -8,6 +8,7 @@ subclasses with a sentence about what was being done.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
 
 from confluent_kafka import KafkaError, KafkaException
@@ -25,6 +26,8 @@ _NOT_FOUND = {
 
 def translate(error: KafkaError | KafkaException | BaseException, context: str) -> KafkaClientError:
     """Map a librdkafka error to our hierarchy; ``context`` says what we were doing."""
+    if isinstance(error, (TimeoutError, FutureTimeout)):
+        return KafkaClientError(f"{context}: timed out", code="_TIMED_OUT", retriable=True)
     kerr = error.args[0] if isinstance(error, KafkaException) and error.args else error
     if isinstance(kerr, KafkaError):
         code = kerr.code()

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from kafka_direct.errors import TopicNotFoundError
@@ -43,6 +44,10 @@ from kafka_direct.positions import (
 __all__ = ["StreamPlanner", "plan_batch"]
 
 log = logging.getLogger(__name__)
+
+#: Starting positions that depend on when they are resolved. They are kept as -1 placeholders
+#: until the first trigger pins them in an empty batch 0, which Spark's offset log then records.
+_PINNED_KINDS = ("latest", "committed", "timestamp", "by_timestamp")
 
 
 def _now_ms() -> int:
@@ -151,7 +156,8 @@ class StreamPlanner:
             # it, so it would look deleted (data loss).
             tps = {tp for tp in tps if tp in self._target}
         spec = self.opts.starting
-        if spec.kind == "latest":
+        if spec.kind in _PINNED_KINDS:
+            # Resolved by the first trigger and pinned in an empty batch 0 (see module docs).
             return {tp: LATEST for tp in sorted(tps)}
         resolved = resolve_starting(
             spec,
@@ -184,12 +190,12 @@ class StreamPlanner:
             latest = self.reader.latest(self._current_partitions(strict=False), known=known)
         self._latest = latest
         if any(off == LATEST for off in start.values()):
-            # First batch of a query that starts at "latest": pin the position, read nothing
-            # (partitions new since initialOffset are read from earliest by plan_ranges).
+            # First batch of a query: pin the starting position in an empty batch, so Spark's
+            # offset log records it (partitions new since initialOffset are read from earliest
+            # by plan_ranges).
+            self._pin(start, latest)
             return {
-                tp: start[tp]
-                if start.get(tp, LATEST) != LATEST
-                else self._pinned.setdefault(tp, off)
+                tp: start[tp] if start.get(tp, LATEST) != LATEST else self._pinned.get(tp, off)
                 for tp, off in latest.items()
             }
         base = {tp: off for tp, off in start.items() if tp in latest}
@@ -229,6 +235,34 @@ class StreamPlanner:
         if end != {tp: off for tp, off in start.items() if tp in end} or set(end) != set(start):
             return end
         return start
+
+    def _pin(self, start: PartitionOffsets, latest: PartitionOffsets) -> None:
+        """Resolve -1 starts once per run: to the log end, or for starts that depend on when they
+        are resolved (committed offsets, timestamps) to what the option says right now."""
+        todo = sorted(tp for tp, off in start.items() if off == LATEST and tp in latest)
+        todo = [tp for tp in todo if tp not in self._pinned]
+        if not todo:
+            return
+        spec = self.opts.starting
+        if spec.kind in ("committed", "timestamp", "by_timestamp"):
+            if spec.kind == "by_timestamp":
+                spec = replace(spec, offsets={tp: spec.offsets[tp] for tp in todo})
+            self._pinned.update(
+                resolve_starting(
+                    spec,
+                    set(todo),
+                    self.reader,
+                    timestamp_strategy=self.opts.timestamp_strategy,
+                    fail_on_data_loss=self.opts.fail_on_data_loss,
+                    group=self.opts.group,
+                    committed_fallback=self.opts.committed_fallback,
+                )
+            )
+        else:
+            self._pinned.update({tp: latest[tp] for tp in todo})
+        log.info(
+            "Starting offsets pinned in batch 0: %s", {str(tp): self._pinned[tp] for tp in todo}
+        )
 
     def plan_ranges(
         self, start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int]

@@ -39,6 +39,7 @@ from kafka_direct.options import SourceOptions, parse_source_options
 from kafka_direct.planner import StreamPlanner, plan_batch
 from kafka_direct.positions import OffsetReader
 from kafka_direct.rows import schema_ddl
+from kafka_direct.worker_logging import ensure_worker_logging
 
 __all__ = ["KafkaDirectDataSource", "KafkaInputPartition"]
 
@@ -90,6 +91,7 @@ def _make_reader(opts: SourceOptions) -> OffsetReader:
 def _read(settings: ExecutorSettings, partition: InputPartition) -> Iterator[pa.RecordBatch]:
     # PySpark hands a placeholder InputPartition(None) to a batch with no partitions at all.
     if isinstance(partition, KafkaInputPartition):
+        ensure_worker_logging()
         try:
             yield from read_range(settings, partition.range)
         except KafkaDirectError as exc:
@@ -111,10 +113,12 @@ class KafkaDirectDataSource(DataSource):
 
     @_user_facing
     def reader(self, schema: StructType) -> DataSourceReader:
+        ensure_worker_logging()
         return KafkaBatchReader(parse_source_options(self.options, streaming=False))
 
     @_user_facing
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        ensure_worker_logging()
         return KafkaStreamReader(parse_source_options(self.options, streaming=True))
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,8 +33,19 @@ def kafka_bootstrap() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
+def worker_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the Spark workers' kafka_direct log records go (KAFKA_DIRECT_LOG_FILE)."""
+    path = tmp_path_factory.mktemp("logs") / "kafka_direct-workers.log"
+    path.touch()
+    return path
+
+
+@pytest.fixture(scope="session")
+def spark(worker_log: Path) -> Iterator[Any]:
     from kafka_direct.local import local_spark
+
+    # Set before the JVM starts, so every Python worker inherits it.
+    os.environ["KAFKA_DIRECT_LOG_FILE"] = str(worker_log)
 
     session = local_spark("kafka_direct-tests")
     yield session

@@ -142,7 +142,7 @@ def test_recreated_topic_fails_clearly_with_fail_on_data_loss(
 
 
 def test_recreated_topic_continues_with_fail_on_data_loss_false(
-    reader, kafka_bootstrap, make_topic, tmp_path
+    reader, kafka_bootstrap, make_topic, tmp_path, worker_log
 ):
     topic = make_topic()
     old = produce_known(kafka_bootstrap, topic, per_partition=10)
@@ -157,3 +157,5 @@ def test_recreated_topic_continues_with_fail_on_data_loss_false(
     time.sleep(1)
     query.stop()
     assert sink.keys() == expected_keys(old + new)
+    # Never silent: the warning leaves the Spark worker (stderr, or here KAFKA_DIRECT_LOG_FILE).
+    assert f"Data loss on {topic}-0" in worker_log.read_text()

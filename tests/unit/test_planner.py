@@ -167,12 +167,8 @@ def stamped() -> FakeCluster:
         ({"startingOffsets": '{"t": {"0": -1, "1": -2}}'}, {T0: LATEST, T1: 0}),
         ({"startingOffsets": '{"t": {"0": 5, "1": -1}}'}, {T0: 5, T1: LATEST}),
         ({"startingOffsets": '{"t": {"0": 10, "1": 4}}'}, {T0: 10, T1: 4}),
-        ({"startingTimestamp": "420"}, {T0: 4, T1: 3}),
-        ({"startingOffsetsByTimestamp": '{"t": {"0": 0, "1": 300}}'}, {T0: 3, T1: 2}),
-        (
-            {"startingTimestamp": "500", "startingOffsetsByTimestampStrategy": "latest"},
-            {T0: 4, T1: 4},  # t-1 has nothing at or after 500: its latest offset, concrete
-        ),
+        # Timestamps depend on when they are resolved: placeholders, pinned by the first trigger.
+        ({"startingTimestamp": "420"}, {T0: LATEST, T1: LATEST}),
     ],
 )
 def test_initial_offsets(
@@ -188,7 +184,6 @@ def test_initial_offsets(
         ({"startingOffsets": '{"t": {"0": 5}}'}, ConfigurationError, "no entry for t-1"),
         ({"startingOffsets": '{"t": {"0": 5, "1": 9}}'}, ConfigurationError, "log end offset 4"),
         ({"startingOffsets": '{"t": {"0": 1, "1": 0}}'}, DataLossError, "t-0: starting offset 1"),
-        ({"startingTimestamp": "500"}, ConfigurationError, "startingOffsetsByTimestampStrategy"),
     ],
 )
 def test_initial_offsets_refuse_what_batch_reads_refuse(
@@ -197,6 +192,63 @@ def test_initial_offsets_refuse_what_batch_reads_refuse(
     planner = StreamPlanner(stream_options({"subscribe": "t", **options}), stamped.reader)
     with pytest.raises(error, match=match):
         planner.initial_offsets()
+
+
+@pytest.mark.parametrize(
+    ("options", "pinned"),
+    [
+        ({"startingTimestamp": "420"}, {T0: 4, T1: 3}),
+        ({"startingOffsetsByTimestamp": '{"t": {"0": 0, "1": 300}}'}, {T0: 3, T1: 2}),
+        (
+            {"startingTimestamp": "500", "startingOffsetsByTimestampStrategy": "latest"},
+            {T0: 4, T1: 4},  # t-1 has nothing at or after 500: its latest offset
+        ),
+    ],
+)
+def test_timestamp_starts_are_pinned_by_the_first_trigger_in_an_empty_batch(
+    stamped: FakeCluster, options: dict[str, str], pinned: PartitionOffsets
+) -> None:
+    planner = StreamPlanner(stream_options({"subscribe": "t", **options}), stamped.reader)
+    start = planner.initial_offsets()
+    end = planner.latest_offsets(start, read_all=False)
+    assert end == pinned
+    assert planner.plan_ranges(start, end) == []  # batch 0 reads nothing; the log records it
+
+
+def test_timestamp_start_without_a_match_fails_at_the_first_trigger(stamped: FakeCluster) -> None:
+    planner = StreamPlanner(
+        stream_options({"subscribe": "t", "startingTimestamp": "500"}), stamped.reader
+    )
+    start = planner.initial_offsets()
+    with pytest.raises(ConfigurationError, match="startingOffsetsByTimestampStrategy"):
+        planner.latest_offsets(start, read_all=False)
+
+
+def test_committed_start_replayed_after_a_crash_in_batch_0_reads_the_logged_range() -> None:
+    # Regression (review): a committed start re-resolved after a crash in batch 0 read history
+    # (failOnDataLoss=false) or failed forever (true) once the group or the log had moved.
+    cluster = FakeCluster()
+    cluster.create_topic("t", partitions=1, records=10)
+    options = stream_options(
+        {
+            "subscribe": "t",
+            "startingOffsets": "committed",
+            "kafka.group.id": "g",
+            "committedOffsetsFallback": "latest",
+            "commitOffsets": "false",
+        }
+    )
+    first_run = StreamPlanner(options, lambda: FakeOffsetReader(cluster))
+    start = first_run.initial_offsets()
+    logged_end = first_run.latest_offsets(start, read_all=False)  # batch 0, in the offset log
+    assert logged_end == {T0: 10}
+    cluster.append("t", 0, 5)  # the crash; the log moves on
+
+    restarted = StreamPlanner(options, lambda: FakeOffsetReader(cluster))
+    replay_start = restarted.initial_offsets()  # Spark re-asks: placeholders again
+    assert restarted.plan_ranges(replay_start, logged_end) == []  # same empty batch 0
+    next_end = restarted.latest_offsets(logged_end, read_all=False)
+    assert spans(restarted.plan_ranges(logged_end, next_end)) == [("t-0", 10, 15)]
 
 
 def test_initial_offset_below_log_start_starts_at_earliest_without_fail(
