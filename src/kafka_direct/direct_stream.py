@@ -1,19 +1,18 @@
 """The DStream-style direct stream: ``KafkaUtils.createDirectStream`` for users who own their
 offsets. Runs in the Spark driver (the user's process): a loop in a driver thread; executors only
-run the batch reads it builds.
+run the batch reads it builds. This module is the stream's lifecycle (start, stop, failures,
+retries, progress); the steps it runs live next door.
 
 Each batch is the seeds' ``DirectKafkaInputDStream.compute`` followed by the user's output:
 
-1. partitions of the strategy (new topics for a pattern, new partitions), their latest and
-   earliest offsets, one request each for all partitions; new partitions start as
-   :func:`~kafka_direct.strategies.resolve_new_partition_offsets` says, data loss follows
-   ``failOnDataLoss``;
-2. the rate limits and the backpressure rate (:mod:`~kafka_direct.rate_estimator`), which clamp
-   each partition's ``untilOffset``;
-3. a batch DataFrame over exactly those ranges, through ``spark.read.format("kafka_direct")``;
-4. the user's function ``fn(df, offsetRanges)``;
-5. ``commitAll``: the ranges the user queued with :meth:`DirectKafkaStream.commitAsync` (the
-   highest ``untilOffset`` per partition) go to the offset store, or to the Kafka group.
+1. the batch's offset ranges: new topics and partitions, starting offsets, data loss, then the
+   rate limits and the backpressure rate clamp each ``untilOffset``
+   (:mod:`~kafka_direct.direct_planner`);
+2. a batch DataFrame over exactly those ranges, through ``spark.read.format("kafka_direct")``;
+3. the user's function ``fn(df, offsetRanges)``;
+4. ``commitAll``: the ranges the user queued with :meth:`DirectKafkaStream.commitAsync` (the
+   highest ``untilOffset`` per partition) go to the offset store, or to the Kafka group
+   (:mod:`~kafka_direct.commit_queue`).
 
 Nothing is committed unless the user asked, and a batch whose function raised is never
 committed. Batches are due every ``batchInterval`` from the start; a batch that runs late starts
@@ -26,48 +25,28 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from kafka_direct.commit_queue import CommitCallback, CommitQueue, describe_offsets
+from kafka_direct.direct_planner import DirectStreamPlanner, RateController
 from kafka_direct.errors import (
     BatchFailedError,
     ConfigurationError,
     DataLossError,
-    OffsetConflictError,
     StreamStateError,
 )
-from kafka_direct.offset_store import OffsetStore, ends_of
+from kafka_direct.offset_store import OffsetStore
 from kafka_direct.offsets import OffsetRange, PartitionOffsets, TopicPartition
-from kafka_direct.planning import apply_data_loss_policy, detect_data_loss
-from kafka_direct.positions import OffsetReader
-from kafka_direct.rate_estimator import (
-    PIDRateEstimator,
-    RateFunction,
-    clamp,
-    max_messages_per_partition,
-)
-from kafka_direct.strategies import (
-    ConsumerStrategy,
-    resolve_new_partition_offsets,
-    resolve_start_offsets,
-)
+from kafka_direct.rate_estimator import PIDRateEstimator
+from kafka_direct.strategies import ConsumerStrategy
 
-__all__ = [
-    "BatchFailedError",
-    "BatchInfo",
-    "CommitCallback",
-    "DirectKafkaStream",
-    "DirectStreamPlanner",
-    "JobControl",
-    "StreamStateError",
-]
+__all__ = ["BatchFailedError", "BatchInfo", "DirectKafkaStream", "JobControl", "StreamStateError"]
 
 log = logging.getLogger(__name__)
 
 BatchFunction = Callable[[Any, list[OffsetRange]], object]
-#: Spark's ``OffsetCommitCallback.onComplete``: the offsets, and the error or None.
-CommitCallback = Callable[[dict[TopicPartition, int], "Exception | None"], object]
 FailurePolicy = Literal["stop", "retry"]
 
 
@@ -115,7 +94,9 @@ class BatchInfo:
     def describe(self) -> str:
         rate = "" if self.rate is None else f", backpressure rate {self.rate:.0f}/s"
         committed = (
-            f", committed {_show(self.committed)}" if self.committed else ", nothing committed"
+            f", committed {describe_offsets(self.committed)}"
+            if self.committed
+            else ", nothing committed"
         )
         ranges = ", ".join(str(r) for r in self.offset_ranges if r.count() > 0) or "no new records"
         return (
@@ -123,121 +104,6 @@ class BatchInfo:
             f"{self.processing_time_s:.3f} s, scheduling delay {self.scheduling_delay_s:.3f} s"
             f"{rate}{committed}"
         )
-
-
-def _show(offsets: Mapping[TopicPartition, int]) -> str:
-    return "{" + ", ".join(f"{tp}: {off}" for tp, off in sorted(offsets.items())) + "}"
-
-
-class DirectStreamPlanner:
-    """Plans each batch's offset ranges (``latestOffsets`` + ``clamp``). Driver, pure apart from
-    the injected offset reader and stored-offset lookup."""
-
-    def __init__(
-        self,
-        strategy: ConsumerStrategy,
-        reader: OffsetReader,
-        load_stored: Callable[[list[TopicPartition]], PartitionOffsets],
-        *,
-        batch_interval_s: float,
-        max_rate: RateFunction,
-        min_rate: Callable[[TopicPartition], int],
-        fail_on_data_loss: bool,
-    ) -> None:
-        self.strategy = strategy
-        self.reader = reader
-        self._load_stored = load_stored
-        self._interval_s = batch_interval_s
-        self._max_rate = max_rate
-        self._min_rate = min_rate
-        self._fail_on_data_loss = fail_on_data_loss
-
-    def initial_offsets(self) -> PartitionOffsets:
-        """Where the stream starts: given > stored > ``auto.offset.reset``."""
-        tps = sorted(self.reader.partitions(self.strategy.subscription))
-        stored = self._load_stored(tps) if tps else {}
-        return resolve_start_offsets(
-            self.strategy, tps, stored, self.reader, fail_on_data_loss=self._fail_on_data_loss
-        )
-
-    def plan(
-        self, current: Mapping[TopicPartition, int], backpressure_rate: float | None = None
-    ) -> list[OffsetRange]:
-        """The next batch's ranges, one per partition (empty ones included), from ``current``."""
-        tps = self.reader.partitions(self.strategy.subscription)
-        latest = self.reader.latest(tps, known=current)
-        earliest = self.reader.earliest(tps)
-        start = dict(current)
-        losses = detect_data_loss(start, earliest, latest)
-        if losses:
-            start = apply_data_loss_policy(
-                losses, start, earliest, fail_on_data_loss=self._fail_on_data_loss, logger=log
-            )
-        new = sorted(set(latest) - set(start))
-        if new:
-            start.update(
-                resolve_new_partition_offsets(
-                    self.strategy,
-                    new,
-                    self._load_stored(new),
-                    earliest,
-                    latest,
-                    fail_on_data_loss=self._fail_on_data_loss,
-                )
-            )
-        ends = {tp: latest[tp] for tp in start}
-        messages = max_messages_per_partition(
-            start,
-            ends,
-            batch_interval_s=self._interval_s,
-            max_rate=self._max_rate,
-            min_messages=self._min_rate,
-            backpressure_rate=backpressure_rate,
-        )
-        until = clamp(start, ends, messages)
-        return [OffsetRange(tp.topic, tp.partition, start[tp], until[tp]) for tp in sorted(start)]
-
-
-class _CommitQueue:
-    """``commitAsync``'s queue: thread-safe; drained into one range per partition."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._items: list[OffsetRange] = []
-        self.callback: CommitCallback | None = None
-
-    def add(self, ranges: Iterable[OffsetRange], callback: CommitCallback | None) -> None:
-        with self._lock:
-            if callback is not None:
-                self.callback = callback  # Spark: only the most recent callback is used
-            self._items.extend(ranges)
-
-    def drain(self) -> list[OffsetRange]:
-        with self._lock:
-            items, self._items = self._items, []
-        merged: dict[TopicPartition, OffsetRange] = {}
-        for r in items:
-            m = merged.get(r.topic_partition, r)
-            merged[r.topic_partition] = OffsetRange(
-                r.topic,
-                r.partition,
-                min(m.from_offset, r.from_offset),
-                max(m.until_offset, r.until_offset),
-            )
-        return [merged[tp] for tp in sorted(merged)]
-
-    def discard_batch(self, batch: Sequence[OffsetRange]) -> list[OffsetRange]:
-        """Drop the queued ranges of a failed batch: its own, and any reaching past its start."""
-        own = set(batch)
-        start = {r.topic_partition: r.from_offset for r in batch}
-        with self._lock:
-            dropped = [
-                r
-                for r in self._items
-                if r in own or r.until_offset > start.get(r.topic_partition, r.until_offset)
-            ]
-            self._items = [r for r in self._items if r not in dropped]
-        return dropped
 
 
 @dataclass(frozen=True)
@@ -284,16 +150,14 @@ class DirectKafkaStream:
         self._interval_s = batch_interval_s
         self._store = offset_store
         self._owns_store = owns_store
-        self._estimator = estimator
-        self._initial_rate = initial_rate
-        self._latest_rate = -1  # Spark keeps the estimate as a Long, -1 until the first one
+        self._rate = RateController(estimator, initial_rate)
         self._failure_policy = failure_policy
         self._max_retries = max_retries
         self._retry_interval_s = retry_interval_s
         self._jobs = jobs
         self._clock = clock
         self._fn: BatchFunction | None = None
-        self._queue = _CommitQueue()
+        self._queue = CommitQueue()
         self._lock = threading.Lock()
         self._batches: deque[BatchInfo] = deque(maxlen=retained_batches)
         self._current: PartitionOffsets = {}
@@ -441,7 +305,7 @@ class DirectKafkaStream:
         try:
             # What is still queued belongs to batches that succeeded: a failed or cancelled
             # batch's own ranges were dropped when it failed.
-            self._commit_queued()
+            self._queue.commit_all(self._store, self.group_id)
         except Exception as exc:  # noqa: BLE001 - the final commit must not hide the stop
             log.warning("Final commit of stream %s failed: %s", self.group_id, exc)
         finally:
@@ -460,7 +324,7 @@ class DirectKafkaStream:
 
     def _run_batch(self, batch_id: int, batch_time: float, due: float) -> None:
         began = self._clock()
-        rate = self._backpressure_rate()
+        rate = self._rate.current()
         ranges: list[OffsetRange] | None = None
         attempts = 0
         while True:
@@ -493,7 +357,7 @@ class DirectKafkaStream:
                 if self._stop_requested.wait(self._retry_interval_s):
                     log.warning("Stopped before retrying batch %d; not committed", batch_id)
                     raise _Stopped from exc
-        committed = self._commit_queued()
+        committed = self._queue.commit_all(self._store, self.group_id)
         with self._lock:
             self._current = {r.topic_partition: r.until_offset for r in ranges}
         ended = self._clock()
@@ -512,7 +376,7 @@ class DirectKafkaStream:
             self._batches.append(info)
         log.info("%s", info.describe())
         self._warn_if_behind(info)
-        self._update_rate(info, ended)
+        self._rate.update(ended, info.num_records, info.processingDelay, info.schedulingDelay)
 
     def _warn_if_behind(self, info: BatchInfo) -> None:
         # Once per episode: batches start late because earlier ones outlasted the interval.
@@ -543,60 +407,3 @@ class DirectKafkaStream:
             if dropped:
                 log.info("Dropped %d queued commit(s) of a failed batch", len(dropped))
             raise
-
-    def _backpressure_rate(self) -> float | None:
-        if self._estimator is None:
-            return None
-        # DirectKafkaInputDStream: the latest estimate if there is one, else initialRate.
-        rate = self._latest_rate if self._latest_rate > 0 else self._initial_rate
-        return float(rate) if rate > 0 else None
-
-    def _update_rate(self, info: BatchInfo, ended: float) -> None:
-        if self._estimator is None:
-            return
-        new_rate = self._estimator.compute(
-            round(ended * 1000), info.num_records, info.processingDelay, info.schedulingDelay
-        )
-        if new_rate is not None:
-            self._latest_rate = int(new_rate)
-            log.debug("Backpressure: rate %d records/s", self._latest_rate)
-
-    def _commit_queued(self) -> dict[TopicPartition, int]:
-        """``commitAll``: commit what the user queued; a failed commit is queued again."""
-        ranges = self._queue.drain()
-        if not ranges:
-            return {}
-        offsets = ends_of(ranges)
-        callback = self._queue.callback
-        try:
-            self._store.save(self.group_id, ranges)
-        except OffsetConflictError:
-            raise  # another writer owns the group: committing on would hide duplicates
-        except Exception as exc:  # noqa: BLE001 - any store's failure: keep the offsets queued
-            self._queue.add(ranges, None)
-            log.warning(
-                "Committing %s for group %s failed; retrying after the next batch: %s",
-                _show(offsets),
-                self.group_id,
-                exc,
-            )
-            self._notify(callback, offsets, exc)
-            return {}
-        log.debug("Committed %s for group %s", _show(offsets), self.group_id)
-        self._notify(callback, offsets, None)
-        return offsets
-
-    def _notify(
-        self,
-        callback: CommitCallback | None,
-        offsets: dict[TopicPartition, int],
-        error: Exception | None,
-    ) -> None:
-        if callback is None:
-            return
-        try:
-            callback(offsets, error)
-        except Exception:  # a broken callback must not undo a commit that was made
-            log.warning(
-                "The commitAsync callback of stream %s raised", self.group_id, exc_info=True
-            )

@@ -18,12 +18,8 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from kafka_direct.direct_stream import (
-    DirectKafkaStream,
-    DirectStreamPlanner,
-    FailurePolicy,
-    JobControl,
-)
+from kafka_direct.direct_planner import DirectStreamPlanner
+from kafka_direct.direct_stream import DirectKafkaStream, FailurePolicy, JobControl
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.offset_store import OffsetStore, ends_of
 from kafka_direct.offsets import OffsetRange, PartitionOffsets, TopicPartition, offsets_to_json

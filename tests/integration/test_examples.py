@@ -56,3 +56,54 @@ def test_windowed_counts_slide_every_two_seconds_over_ten_minutes(
         for r in counts.groupBy("word").count().withColumnRenamed("count", "n").collect()
     }
     assert per_word == {"a": 300, "b": 301}
+
+
+def test_direct_word_count_counts_a_batch_like_reduce_by_key(make_topic, spark, kafka_bootstrap):
+    topic = make_topic()
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    for line in ["kafka spark", "spark", "direct  stream spark"]:
+        producer.produce(topic, value=line.encode(), partition=0)
+        producer.flush(10)  # one batch per record: the embedded broker's log end stays exact
+    df = (
+        spark.read.format("kafka_direct")
+        .option("kafka.bootstrap.servers", kafka_bootstrap)
+        .option("subscribe", topic)
+        .load()
+    )
+    counts = load("direct_kafka_word_count").count_words(df)
+    assert counts == {"kafka": 1, "spark": 3, "direct": 1, "stream": 1}
+
+
+def test_exactly_once_example_adds_counts_inside_the_store_transaction(
+    make_topic, spark, kafka_bootstrap
+):
+    from kafka_direct.offsets import OffsetRange
+    from kafka_direct.stores import SqlOffsetStore
+    from tests.integration.db_helpers import postgres_dsn
+
+    topic = make_topic()
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    producer.produce(topic, value=b"once once more", partition=0)
+    producer.flush(10)
+    df = (
+        spark.read.format("kafka_direct")
+        .option("kafka.bootstrap.servers", kafka_bootstrap)
+        .option("subscribe", topic)
+        .load()
+    )
+    example = load("exactly_once_postgres")
+    store = SqlOffsetStore.postgres(postgres_dsn())
+    try:
+        with store.session() as session:
+            session.cursor.execute("DROP TABLE IF EXISTS word_counts")
+            session.cursor.execute(
+                "CREATE TABLE word_counts (word TEXT PRIMARY KEY, n BIGINT NOT NULL)"
+            )
+        with store.transaction(f"ex-{topic}", [OffsetRange(topic, 0, 0, 1)]) as cur:
+            example.add_counts(df, 0, cur)
+        with store.session(write=False) as session:
+            session.cursor.execute("SELECT word, n FROM word_counts ORDER BY word")
+            assert session.cursor.fetchall() == [("more", 1), ("once", 2)]
+        assert store.load(f"ex-{topic}") != {}
+    finally:
+        store.close()

@@ -1,6 +1,6 @@
 """The direct stream's strategies, starting offsets and batch planning, on a fake cluster.
 
-No broker, no Spark: kafka_direct.strategies and kafka_direct.direct_stream.DirectStreamPlanner
+No broker, no Spark: kafka_direct.strategies and kafka_direct.direct_planner.DirectStreamPlanner
 against tests.unit.fake_reader.FakeCluster.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pytest
 from fake_reader import FakeCluster
 
-from kafka_direct.direct_stream import DirectStreamPlanner
+from kafka_direct.direct_planner import DirectStreamPlanner
 from kafka_direct.errors import ConfigurationError, DataLossError, UnsupportedKafkaOptionError
 from kafka_direct.offsets import OffsetRange, PartitionOffsets, TopicPartition
 from kafka_direct.strategies import (

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 from fake_reader import FakeCluster
 
+from kafka_direct.direct_planner import DirectStreamPlanner
 from kafka_direct.direct_stream import (
     BatchFailedError,
     BatchInfo,
     DirectKafkaStream,
-    DirectStreamPlanner,
     JobControl,
     StreamStateError,
 )
