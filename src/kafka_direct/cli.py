@@ -6,6 +6,7 @@ Subcommands:
   broker      run the embedded broker in the foreground
   produce     produce sample records, with a progress bar
   lag         consumer-group lag per partition, once or --watch
+  offsets     show or reset a group's stored offsets (Kafka group or SQL store)
 """
 
 from __future__ import annotations
@@ -71,9 +72,11 @@ def build_parser() -> argparse.ArgumentParser:
     br.add_argument("--port", type=int, default=0, help="port (default: a free one)")
     br.set_defaults(func=_broker)
 
+    from kafka_direct.cli_offsets import add_offsets_subcommand
     from kafka_direct.cli_tools import add_subcommands
 
     add_subcommands(sub)
+    add_offsets_subcommand(sub)
     return parser
 
 

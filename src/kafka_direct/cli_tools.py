@@ -44,7 +44,8 @@ def format_lag(group: str, rows: Sequence[LagRow]) -> str:
     return "\n".join(out) + "\n"
 
 
-def _lag(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+def _lag(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
     kafka = {"bootstrap.servers": args.bootstrap_servers}
     rounds = 0
     while True:
@@ -72,7 +73,8 @@ def _payloads(
     return lambda i: (None, rng.randbytes(size))
 
 
-def _produce(args: argparse.Namespace, err: TextIO = sys.stderr) -> int:
+def _produce(args: argparse.Namespace, err: TextIO | None = None) -> int:
+    err = err or sys.stderr
     from confluent_kafka import Producer
 
     from kafka_direct.broker import create_topic

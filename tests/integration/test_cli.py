@@ -61,3 +61,52 @@ def test_library_errors_are_one_line_messages(kafka_bootstrap, capsys):
     err = capsys.readouterr().err
     assert err.startswith("kafka-direct: KafkaClientError:")
     assert "Traceback" not in err
+
+
+def test_offsets_reset_then_show_for_sqlite_and_kafka_stores(kafka_bootstrap, tmp_path, capsys):
+    from tests.integration.kafka_helpers import produce_known
+
+    topic = f"cli-{uuid.uuid4().hex[:8]}"
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    main(
+        [
+            "produce",
+            "--bootstrap-servers",
+            kafka_bootstrap,
+            "--topic",
+            topic,
+            "--records",
+            "0",
+            "--partitions",
+            "2",
+        ]
+    )
+    produce_known(kafka_bootstrap, topic, per_partition=5, partitions=2)
+    capsys.readouterr()
+    for store in (f"sqlite:///{tmp_path}/offsets.db", f"kafka://{kafka_bootstrap}"):
+        assert main(["offsets", "show", "--store", store, "--group", group]) == 0
+        assert "no stored offsets" in capsys.readouterr().out
+        reset = [
+            "offsets",
+            "reset",
+            "--store",
+            store,
+            "--group",
+            group,
+            "--topic",
+            topic,
+            "--bootstrap-servers",
+            kafka_bootstrap,
+        ]
+        assert main([*reset, "--to", f'{{"{topic}": {{"0": 2, "1": -1}}}}']) == 0
+        assert main(["offsets", "show", "--store", store, "--group", group]) == 0
+        rows = [line.split() for line in capsys.readouterr().out.splitlines()[-2:]]
+        assert rows == [[topic, "0", "2"], [topic, "1", "5"]]
+        assert main([*reset, "--to", "earliest"]) == 0
+        capsys.readouterr()
+
+
+def test_offsets_store_url_errors_never_echo_a_password(capsys):
+    assert main(["offsets", "show", "--store", "ftp://u:hunter2@h/x", "--group", "g"]) == 2
+    err = capsys.readouterr().err
+    assert "--store" in err and "hunter2" not in err
