@@ -290,7 +290,7 @@ def parse_source_options(raw: Mapping[str, str], *, streaming: bool | None) -> S
         consumer_cache_enabled=opts.boolean("consumerCache.enabled"),
         consumer_cache_capacity=opts.integer("consumerCache.capacity", minimum=1),
         consumer_cache_timeout_ms=opts.integer("consumerCache.timeoutMs", minimum=0),
-        arrow_batch_size=opts.integer("arrowBatchSize", minimum=1),
+        arrow_batch_size=_arrow_batch_size(opts),
         streaming=bool(streaming),
     )
 
@@ -306,6 +306,17 @@ def _group(opts: _Options, kafka: KafkaConfig) -> str | None:
             "Remove the option, or set 'commitOffsets' to 'false' to switch commits off.",
         )
     return named or kafka.get("group.id") or None
+
+
+def _arrow_batch_size(opts: _Options) -> int:
+    size = opts.integer("arrowBatchSize", minimum=1)
+    # librdkafka's consume() takes at most 1,000,000 messages per call, and one batch is read
+    # with one call at most; a bigger value would fail every task with librdkafka's own error.
+    if size > 1_000_000:
+        raise ConfigurationError(
+            "arrowBatchSize", str(size), "an integer from 1 to 1000000", "The default is 20000."
+        )
+    return size
 
 
 def _check_unknown(opts: _Options) -> None:

@@ -999,3 +999,12 @@ def test_admin_config_drops_consumer_only_keys(key: str) -> None:
 
 def test_admin_config_keeps_the_users_client_id() -> None:
     assert admin_config({"bootstrap.servers": "b", "client.id": "mine"})["client.id"] == "mine"
+
+
+def test_arrow_batch_size_above_librdkafkas_consume_limit_is_refused() -> None:
+    # Regression (review): 2,000,000 was accepted and every task then failed inside consume().
+    with pytest.raises(ConfigurationError, match=r"arrowBatchSize.*from 1 to 1000000"):
+        parse_source_options(
+            {"kafka.bootstrap.servers": "b:9092", "subscribe": "t", "arrowBatchSize": "2000000"},
+            streaming=True,
+        )
