@@ -4,11 +4,21 @@ Everything a task needs travels in :class:`ExecutorSettings`, which is small, fr
 picklable. The consumer comes from the process-wide pool (Python workers are reused between
 tasks, so a pooled consumer survives from one micro-batch to the next); a task reattempt or any
 error invalidates it, as Spark's ``KafkaDataConsumer`` does.
+
+Task statistics, for benchmarks: when the environment variable ``KAFKA_DIRECT_STATS_DIR``
+names a directory in the Python workers' environment, every task appends one JSON line to
+``<dir>/tasks-<pid>.jsonl`` when it ends: the range, rows read, start and end wall-clock times,
+and what the consumer pool did for it (hits, misses and consumers created). One line per task,
+never per record or batch, so it stays off the hot path; without the variable nothing is
+recorded. ``benchmarks/run.py`` uses it for the pool hit rate and per-task timing.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
@@ -22,9 +32,12 @@ from kafka_direct.offsets import OffsetRange
 from kafka_direct.options import KafkaConfig, SourceOptions
 from kafka_direct.settings import executor_consumer_config, executor_group_id
 
-__all__ = ["ExecutorSettings", "read_range"]
+__all__ = ["STATS_DIR_ENV", "ExecutorSettings", "read_range"]
 
 log = logging.getLogger(__name__)
+
+#: Environment variable naming a directory for per-task statistics (see the module docstring).
+STATS_DIR_ENV = "KAFKA_DIRECT_STATS_DIR"
 
 
 @dataclass(frozen=True)
@@ -80,6 +93,14 @@ def read_range(settings: ExecutorSettings, rng: OffsetRange) -> Iterator[pa.Reco
     """Yield the records of ``rng`` as Arrow batches, with a pooled consumer."""
     if rng.from_offset >= rng.until_offset:
         return
+    stats_dir = os.environ.get(STATS_DIR_ENV)
+    if stats_dir:
+        yield from _read_with_stats(settings, rng, stats_dir)
+    else:
+        yield from _read(settings, rng)
+
+
+def _read(settings: ExecutorSettings, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
     fetch_args = {
         "poll_timeout_ms": settings.poll_timeout_ms,
         "fail_on_data_loss": settings.fail_on_data_loss,
@@ -98,3 +119,54 @@ def read_range(settings: ExecutorSettings, rng: OffsetRange) -> Iterator[pa.Reco
     key = PoolKey(config["group.id"], rng.topic, rng.partition, config_fingerprint(config))
     with pool.lease(key, config, reattempt=_attempt_number() > 0) as lease:
         yield from fetch_range(lease.consumer, rng, **fetch_args)  # type: ignore[arg-type]
+
+
+def _read_with_stats(
+    settings: ExecutorSettings, rng: OffsetRange, stats_dir: str
+) -> Iterator[pa.RecordBatch]:
+    """:func:`_read`, plus one JSON line of task statistics when the task ends."""
+    pool = get_pool(_new_consumer)
+    before = pool.stats()
+    started = time.time()
+    rows = batches = 0
+    outcome = "failed"
+    try:
+        for batch in _read(settings, rng):
+            rows += batch.num_rows
+            batches += 1
+            yield batch
+        outcome = "ok"
+    except GeneratorExit:
+        outcome = "closed"
+        raise
+    finally:
+        after = pool.stats()
+        record = {
+            "pid": os.getpid(),
+            "topic": rng.topic,
+            "partition": rng.partition,
+            "from": rng.from_offset,
+            "until": rng.until_offset,
+            "rows": rows,
+            "batches": batches,
+            "start": started,
+            "end": time.time(),
+            "outcome": outcome,
+            "pool_enabled": settings.cache_enabled,
+            # Deltas of this process's pool counters: a Python worker runs one task at a time.
+            "pool_hits": after.hits - before.hits,
+            "pool_misses": after.misses - before.misses,
+            "pool_creations": after.creations - before.creations,
+            "pool_size": after.size,
+        }
+        _append_stats(stats_dir, record)
+
+
+def _append_stats(stats_dir: str, record: dict[str, object]) -> None:
+    path = os.path.join(stats_dir, f"tasks-{os.getpid()}.jsonl")
+    try:
+        # One short append per task: O_APPEND keeps concurrent writers' lines whole.
+        with open(path, "a", encoding="utf-8") as out:
+            out.write(json.dumps(record, separators=(",", ":")) + "\n")
+    except OSError as exc:
+        log.warning("Could not write task statistics to %s: %s", path, exc)

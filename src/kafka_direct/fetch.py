@@ -17,7 +17,7 @@ because librdkafka already hides control records and (under ``read_committed``) 
 The loop is the executor's hot path (``benchmarks/run.py`` measures it against a raw consumer):
 per batch of messages it makes one pass over them to find error events, checks the range bounds
 on the first and last offsets only, and runs ``consume`` and the Arrow conversion with Python's
-cyclic garbage collector paused (see :func:`_gc_paused`).
+cyclic garbage collector paused (see :class:`_GcPaused`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ import threading
 import time
 from bisect import bisect_left
 from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any, Protocol
 
 import pyarrow as pa
@@ -106,18 +105,59 @@ def fetch_range(
     if nxt >= until:
         return
     pc.position_at(rng.topic, rng.partition, nxt)
-    consumer = pc.consumer
     timeout_s = poll_timeout_ms / 1000.0
     slice_s = min(CONSUME_SLICE_S, timeout_s)
     deadline = time.monotonic() + timeout_s
     while nxt < until:
-        with _gc_paused(), kafka_errors(f"Consuming {rng}"):
-            msgs = consumer.consume(min(until - nxt, batch_size), slice_s)
-        if not msgs:
+        n = min(until - nxt, batch_size)
+        got, batch, nxt, eof = _take(pc, rng, nxt, n, slice_s, include_headers)
+        if not got:
             if time.monotonic() > deadline:
                 raise _timeout(rng, nxt, poll_timeout_ms)
             continue
         deadline = time.monotonic() + timeout_s
+        if eof is not None and eof != _OUT_OF_RANGE:
+            # A trailing EOF: the queue now stands at the log end, even when the range was
+            # already complete. librdkafka sends one EOF per log end, so a pooled consumer that
+            # forgot it would wait the whole poll timeout on a next range ending at a marker.
+            # (Set before the yield: the generator may be closed there.)
+            pc.next_offset = eof
+        if batch is not None:
+            yield batch
+            del batch
+            # Time spent downstream while suspended here is not time waiting on Kafka.
+            deadline = time.monotonic() + timeout_s
+        if eof == _OUT_OF_RANGE:
+            # librdkafka stops fetching after this error (auto.offset.reset=error), so the
+            # queue cannot be reused: the next read of this partition must re-assign.
+            pc.next_offset = None
+            if nxt < until:
+                nxt = _out_of_range(pc, rng, nxt, fail_on_data_loss)
+        elif eof is not None and nxt < until:
+            # Everything before the log end has been delivered, so [nxt, eof) is a gap.
+            nxt = (
+                until
+                if eof >= until
+                else _check_short_log(pc, rng, max(nxt, eof), fail_on_data_loss)
+            )
+
+
+def _take(
+    pc: PartitionConsumer, rng: OffsetRange, nxt: int, n: int, slice_s: float, headers: bool
+) -> tuple[bool, pa.RecordBatch | None, int, int | None]:
+    """One ``consume(n)``: whether anything came, the Arrow batch of its records in the range
+    (``None`` if none), the next offset to read, and the log end if it ended in an EOF event.
+
+    Everything the messages are used for happens here, with the garbage collector paused, and
+    they are freed before it resumes (see :class:`_GcPaused`).
+    """
+    until = rng.until_offset
+    batch = None
+    with _GcPaused():
+        with kafka_errors(f"Consuming {rng}"):
+            msgs = pc.consumer.consume(n, slice_s)
+        if not msgs:
+            return False, None, nxt, None
         data, eof = _split_events(msgs, rng)
         if data:
             first, last = data[0].offset(), data[-1].offset()
@@ -133,61 +173,46 @@ def fetch_range(
                 hi = bisect_left(offsets, until)
                 nxt = until if hi < len(offsets) else last + 1
             if hi > lo:
-                with _gc_paused():
-                    batch = to_record_batch(
-                        rng.topic, rng.partition, data[lo:hi] if hi - lo < len(data) else data,
-                        include_headers,
-                    )
-                del msgs, data  # free the messages before the batch goes downstream
-                yield batch
-                # Time spent downstream while suspended here is not time waiting on Kafka.
-                deadline = time.monotonic() + timeout_s
-        if eof == _OUT_OF_RANGE:
-            # librdkafka stops fetching after this error (auto.offset.reset=error), so the
-            # queue cannot be reused: the next read of this partition must re-assign.
-            pc.next_offset = None
-            if nxt < until:
-                nxt = _out_of_range(pc, rng, nxt, fail_on_data_loss)
-        elif eof is not None and nxt < until:
-            # Everything before the log end has been delivered, so [nxt, eof) is a gap.
-            pc.next_offset = eof
-            nxt = (
-                until
-                if eof >= until
-                else _check_short_log(pc, rng, max(nxt, eof), fail_on_data_loss)
-            )
+                rows = data if hi - lo == len(data) else data[lo:hi]
+                batch = to_record_batch(rng.topic, rng.partition, rows, headers)
+                del rows
+        del msgs, data
+    return True, batch, nxt, eof
 
 
-# Python's cyclic GC is process-wide; nested and concurrent pauses share one switch.
-_gc_lock = threading.Lock()
-_gc_pauses = 0
-_gc_resume = False
+class _GcPaused:
+    """Pause Python's cyclic garbage collector while the messages of one ``consume`` live.
 
+    ``consume(n)`` creates ``n`` message objects that the collector tracks. Each one counts
+    towards the next collection, so with thousands per call the collector keeps walking live
+    messages (and, in a Spark worker, a large heap of modules) for nothing: the fetch loop makes
+    no reference cycles, and reference counting frees everything. Measured on 100-byte records
+    in a Spark worker, collections took about a third of the reader's CPU time.
 
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a block allocates many objects at once.
-
-    ``consume(n)`` creates ``n`` message objects that the GC tracks, and each one counts towards
-    its next collection. With thousands of messages per call, collections keep walking the live
-    messages (and, in a Spark worker, a large heap of modules) for nothing: the loop makes no
-    reference cycles, so reference counting frees everything anyway. Measured on 100-byte
-    records, the GC alone took about half of the executor's CPU time. It is paused only around
-    ``consume`` and the Arrow conversion, never while a batch is handed downstream, and resumed
-    only if it was enabled; concurrent readers in threads share the pause.
+    The pause covers ``consume``, the Arrow conversion and freeing the messages (freeing them
+    takes back their count, so resuming triggers no collection); it never covers handing a
+    batch downstream. The collector is resumed only if it was enabled, and concurrent readers
+    in threads share one pause.
     """
-    global _gc_pauses, _gc_resume
-    with _gc_lock:
-        if _gc_pauses == 0:
-            _gc_resume = gc.isenabled()
-            gc.disable()
-        _gc_pauses += 1
-    try:
-        yield
-    finally:
-        with _gc_lock:
-            _gc_pauses -= 1
-            if _gc_pauses == 0 and _gc_resume:
+
+    __slots__ = ()
+    _lock = threading.Lock()
+    _depth = 0
+    _resume = False
+
+    def __enter__(self) -> None:
+        cls = _GcPaused
+        with cls._lock:
+            if cls._depth == 0:
+                cls._resume = gc.isenabled()
+                gc.disable()
+            cls._depth += 1
+
+    def __exit__(self, *exc: object) -> None:
+        cls = _GcPaused
+        with cls._lock:
+            cls._depth -= 1
+            if cls._depth == 0 and cls._resume:
                 gc.enable()
 
 
@@ -200,8 +225,9 @@ def _split_events(msgs: list[Any], rng: OffsetRange) -> tuple[list[Any], int | N
 
     An EOF followed by data is stale (the log has grown since), so only a trailing one counts.
     """
-    # One pass in C over the messages' error() (all of one type, as one consumer returns them).
-    if list(map(type(msgs[0]).error, msgs)).count(None) == len(msgs):
+    # One pass in C over error() of the messages, all of one type as one consumer returns them.
+    # An error is a KafkaError object, which is always true (it has no __bool__ or __len__).
+    if not any(map(type(msgs[0]).error, msgs)):
         return msgs, None
     data: list[Any] = []
     eof: int | None = None

@@ -24,7 +24,6 @@ from operator import itemgetter
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 __all__ = ["ARROW_SCHEMA", "ARROW_SCHEMA_WITH_HEADERS", "schema_ddl", "to_record_batch"]
 
@@ -51,8 +50,9 @@ _DDL = (
 _TIMESTAMP_US = pa.timestamp("us", tz="UTC")
 _TYPE_OF = itemgetter(0)
 _MILLIS_OF = itemgetter(1)
-_ONE = pa.scalar(1, pa.int64())
-_THOUSAND = pa.scalar(1000, pa.int64())
+# No pyarrow scalars or arrays at import time, and pyarrow.compute only on first use: building
+# either imports pandas, and this module is imported by every Spark process that loads the
+# source (a streaming query starts a fresh one on the driver), where it would cost ~0.3 s.
 
 
 def schema_ddl(include_headers: bool) -> str:
@@ -76,6 +76,8 @@ def to_record_batch(
         return pa.RecordBatch.from_pylist(
             [], schema=ARROW_SCHEMA_WITH_HEADERS if include_headers else ARROW_SCHEMA
         )
+    import pyarrow.compute as pc
+
     # The unbound methods of the message type: map() calls them without a Python frame per row.
     cls = type(messages[0])
     stamps = list(map(cls.timestamp, messages))
@@ -85,9 +87,7 @@ def to_record_batch(
         pa.repeat(pa.scalar(topic, pa.string()), n),
         pa.repeat(pa.scalar(partition, pa.int32()), n),
         _offsets(messages, cls, n),
-        pc.multiply(pa.array(list(map(_MILLIS_OF, stamps)), pa.int64()), _THOUSAND).cast(
-            _TIMESTAMP_US
-        ),
+        pc.multiply(pa.array(list(map(_MILLIS_OF, stamps)), pa.int64()), 1000).cast(_TIMESTAMP_US),
         _timestamp_types(stamps, n),
     ]
     if not include_headers:
@@ -97,11 +97,13 @@ def to_record_batch(
     return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA_WITH_HEADERS)
 
 
-def _offsets(messages: Sequence[Any], cls: type, n: int) -> pa.Array:
+def _offsets(messages: Sequence[Any], cls: Any, n: int) -> pa.Array:
+    import pyarrow.compute as pc
+
     first: int = messages[0].offset()
     if messages[-1].offset() - first == n - 1:
         # Strictly increasing and n offsets wide: exactly first .. first + n - 1, no gaps.
-        ones = pa.repeat(_ONE, n)
+        ones = pa.repeat(pa.scalar(1, pa.int64()), n)
         return pc.add(pc.cumulative_sum(ones), pa.scalar(first - 1, pa.int64()))
     return pa.array(list(map(cls.offset, messages)), pa.int64())
 
@@ -109,6 +111,8 @@ def _offsets(messages: Sequence[Any], cls: type, n: int) -> pa.Array:
 def _timestamp_types(stamps: list[tuple[int, int]], n: int) -> pa.Array:
     # librdkafka's timestamp types are NOT_AVAILABLE=0, CREATE_TIME=1, LOG_APPEND_TIME=2; Spark's
     # codes are -1, 0 and 1, i.e. exactly one less.
+    import pyarrow.compute as pc
+
     types = list(map(_TYPE_OF, stamps))
     first = types[0]
     if types.count(first) == n:

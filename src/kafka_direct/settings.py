@@ -117,9 +117,10 @@ def executor_consumer_config(
         "fetch.queue.backoff.ms": "10",
         # Bigger fetches mean fewer round trips while draining a backlog.
         "max.partition.fetch.bytes": "4194304",
-        # Prefetch depth per partition; bounded so memory does not grow with the range.
-        "queued.max.messages.kbytes": "65536",
-        "queued.min.messages": "200000",
+        # Prefetch depth per partition, kept small: a pooled consumer keeps its queue between
+        # micro-batches (measured: same throughput, 1-23 MB worker growth instead of 32-105 MB).
+        "queued.max.messages.kbytes": "16384",
+        "queued.min.messages": "100000",
         # A range always ends at or before offsets the driver saw, so a fetch rarely waits.
         "fetch.wait.max.ms": "100",
         "client.id": "kafka-direct-executor",

@@ -743,3 +743,16 @@ def test_out_of_range_error_for_a_position_that_is_readable_again_loses_nothing(
         o for b in read(fake, 0, 30, fail_on_data_loss=True) for o in b.column("offset").to_pylist()
     ]
     assert got == list(range(30))
+
+
+def test_eof_consumed_with_a_complete_range_is_remembered_by_the_pooled_consumer(
+    kafka: Callable[..., FakeConsumer],
+) -> None:
+    """Regression (review): [0, 7) of data 0-2, marker 3, data 4-6, marker 7 consumed the EOF(8)
+    together with its last records; the next range [7, 8) reused the queue, waited for an EOF
+    that librdkafka never sends twice, and failed with FetchTimeoutError after pollTimeoutMs."""
+    fake = kafka(FakeLog.from_layout("DDDMDDDM"))
+    pc = PartitionConsumer(fake)
+    assert offsets(read(pc, 0, 7)) == [0, 1, 2, 4, 5, 6]
+    assert offsets(read(pc, 7, 8)) == []  # the final marker alone: no wait, no timeout
+    assert sum(fake.waits) < POLL_MS / 1000

@@ -892,8 +892,8 @@ def test_executor_config_does_not_mutate_the_user_config() -> None:
 TUNABLES = [
     ("fetch.queue.backoff.ms", "10"),
     ("max.partition.fetch.bytes", "4194304"),
-    ("queued.max.messages.kbytes", "65536"),
-    ("queued.min.messages", "200000"),
+    ("queued.max.messages.kbytes", "16384"),
+    ("queued.min.messages", "100000"),
     ("fetch.wait.max.ms", "100"),
     ("client.id", "kafka-direct-executor"),
 ]
