@@ -24,7 +24,14 @@ from kafka_direct.kafka_io import kafka_errors, translate
 from kafka_direct.offsets import PartitionOffsets, TopicPartition
 from kafka_direct.settings import admin_config
 
-__all__ = ["LagRow", "commit_group_offsets", "fetch_group_offsets", "group_lag"]
+__all__ = [
+    "GroupCommitter",
+    "LagRow",
+    "admin_client",
+    "commit_group_offsets",
+    "fetch_group_offsets",
+    "group_lag",
+]
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +39,8 @@ log = logging.getLogger(__name__)
 _NO_OFFSET = -1001
 
 
-def _admin(kafka: Mapping[str, str]) -> Any:
+def admin_client(kafka: Mapping[str, str]) -> Any:
+    """An AdminClient for the driver side, from the user's connection settings."""
     with kafka_errors("Creating the Kafka admin client"):
         config: dict[str, Any] = dict(admin_config(kafka))
         return AdminClient(config)
@@ -50,7 +58,7 @@ def fetch_group_offsets(
 
     ``tps=None`` asks for every partition the group has committed.
     """
-    admin = admin or _admin(kafka)
+    admin = admin or admin_client(kafka)
     wanted = None if tps is None else [CkTopicPartition(tp.topic, tp.partition) for tp in tps]
     request = [ConsumerGroupTopicPartitions(group, wanted)]
     with kafka_errors(f"Fetching committed offsets of group '{group}'"):
@@ -81,7 +89,7 @@ def commit_group_offsets(
     """
     if not offsets:
         return
-    admin = admin or _admin(kafka)
+    admin = admin or admin_client(kafka)
     tps = [
         CkTopicPartition(tp.topic, tp.partition, int(off)) for tp, off in sorted(offsets.items())
     ]
@@ -129,7 +137,7 @@ def group_lag(
     from kafka_direct.offset_reader import AdminOffsetReader
     from kafka_direct.options import KafkaConfig, Strategy
 
-    admin = _admin(kafka)
+    admin = admin_client(kafka)
     committed = fetch_group_offsets(kafka, group, timeout_s=timeout_s, admin=admin)
     reader = AdminOffsetReader(KafkaConfig(kafka), admin_factory=lambda _c: admin)
     tps = set(committed)
@@ -192,7 +200,7 @@ class GroupCommitter:
             return False
         try:
             if self._admin is None:
-                self._admin = _admin(self.kafka)
+                self._admin = admin_client(self.kafka)
             commit_group_offsets(
                 self.kafka, self.group, offsets, timeout_s=self.timeout_s, admin=self._admin
             )

@@ -21,10 +21,11 @@ from typing import Any
 from kafka_direct.direct_planner import DirectStreamPlanner
 from kafka_direct.direct_stream import DirectKafkaStream, FailurePolicy, JobControl
 from kafka_direct.errors import ConfigurationError
-from kafka_direct.offset_store import OffsetStore, ends_of
-from kafka_direct.offsets import OffsetRange, PartitionOffsets, TopicPartition, offsets_to_json
-from kafka_direct.options import KafkaConfig, SourceOptions, parse_source_options
+from kafka_direct.offset_store import OffsetStore
+from kafka_direct.offsets import OffsetRange, TopicPartition, offsets_to_json
+from kafka_direct.options import SourceOptions, parse_source_options
 from kafka_direct.rate_estimator import PIDRateEstimator, RateFunction
+from kafka_direct.stores.kafka_store import KafkaGroupStore
 from kafka_direct.strategies import (
     ConsumerStrategy,
     LocationStrategy,
@@ -137,7 +138,7 @@ class KafkaUtils:
 
         from kafka_direct.offset_reader import AdminOffsetReader  # imports the Kafka client
 
-        store: OffsetStore = offsetStore or _GroupCommitter(consumerStrategy.kafka)
+        store: OffsetStore = offsetStore or KafkaGroupStore(consumerStrategy.kafka)
         group = consumerStrategy.group_id
         reader = AdminOffsetReader(
             consumerStrategy.kafka,
@@ -193,42 +194,6 @@ class KafkaUtils:
         if group:
             kafka = kafka.merged({"group.id": group})
         return batch_frame(spark, kafka, ranges, dict(sourceOptions or {}))
-
-
-class _GroupCommitter(OffsetStore):
-    """The default store: the Kafka consumer group itself, through one lazily made admin client.
-
-    Private on purpose: :mod:`kafka_direct.stores` has the public stores; this one only backs
-    ``createDirectStream`` when no ``offsetStore`` is given.
-    """
-
-    def __init__(self, kafka: KafkaConfig) -> None:
-        self._kafka = kafka
-        self._admin: Any = None
-
-    def _client(self) -> Any:
-        if self._admin is None:
-            from confluent_kafka.admin import AdminClient
-
-            from kafka_direct.kafka_io import kafka_errors
-            from kafka_direct.settings import admin_config
-
-            with kafka_errors("Creating the Kafka admin client"):
-                self._admin = AdminClient(dict(admin_config(self._kafka)))
-        return self._admin
-
-    def load(self, group: str, tps: Iterable[TopicPartition] | None = None) -> PartitionOffsets:
-        from kafka_direct.group_offsets import fetch_group_offsets
-
-        return fetch_group_offsets(self._kafka, group, tps, admin=self._client())
-
-    def save(self, group: str, ranges: Sequence[OffsetRange]) -> None:
-        from kafka_direct.group_offsets import commit_group_offsets
-
-        commit_group_offsets(self._kafka, group, ends_of(ranges), admin=self._client())
-
-    def close(self) -> None:
-        self._admin = None
 
 
 def batch_frame(

@@ -16,7 +16,7 @@ reader. The rules are Spark's:
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Set
+from collections.abc import Callable, Iterable, Mapping, Set
 from typing import Protocol
 
 from kafka_direct.errors import ConfigurationError
@@ -24,7 +24,13 @@ from kafka_direct.offsets import EARLIEST, LATEST, PartitionOffsets, TopicPartit
 from kafka_direct.options import OffsetSpec, Strategy
 from kafka_direct.planning import DataLoss, apply_data_loss_policy, resolve_timestamp_offsets
 
-__all__ = ["OffsetReader", "check_range_order", "resolve_ending", "resolve_starting"]
+__all__ = [
+    "OffsetReader",
+    "check_range_order",
+    "check_within_log_end",
+    "resolve_ending",
+    "resolve_starting",
+]
 
 log = logging.getLogger(__name__)
 
@@ -82,15 +88,12 @@ def resolve_starting(
             option=spec.option,
         )
     offsets = _specific(spec, tps, earliest, latest)
-    beyond = sorted(tp for tp, off in offsets.items() if off > latest[tp])
-    if beyond:
-        tp = beyond[0]
-        raise ConfigurationError(
-            spec.option,
-            f"{tp}: {offsets[tp]}",
-            f"an offset <= the log end offset {latest[tp]} of {tp}",
-            "Use -1 for latest, or check that the offsets belong to this topic.",
-        )
+    check_within_log_end(
+        spec.option,
+        offsets,
+        latest,
+        "Use -1 for latest, or check that the offsets belong to this topic.",
+    )
     losses = [
         DataLoss(
             tp,
@@ -152,17 +155,31 @@ def resolve_ending(
             tp: off if off is not None and off >= 0 else latest[tp] for tp, off in found.items()
         }
     ending = _specific(spec, tps, reader.earliest(tps), latest)
-    beyond = sorted(tp for tp, off in ending.items() if off > latest[tp])
-    if beyond:
-        # Executors would wait kafkaConsumer.pollTimeoutMs for offsets that do not exist yet.
-        tp = beyond[0]
-        raise ConfigurationError(
-            spec.option,
-            f"{tp}: {ending[tp]}",
-            f"an offset <= the log end offset {latest[tp]} of {tp}",
-            "Use -1 for latest, or a smaller offset.",
-        )
+    # Executors would wait kafkaConsumer.pollTimeoutMs for offsets that do not exist yet.
+    check_within_log_end(spec.option, ending, latest, "Use -1 for latest, or a smaller offset.")
     return ending
+
+
+def check_within_log_end(
+    option: str,
+    offsets: Mapping[TopicPartition, int],
+    latest: Mapping[TopicPartition, int],
+    fix: str | Callable[[TopicPartition], str],
+    where: Callable[[TopicPartition], str] | None = None,
+) -> None:
+    """Refuse an offset past its partition's log end: it does not exist (yet), and reading from
+    it would look like a recreated topic or wait for a poll timeout."""
+    beyond = sorted(tp for tp, off in offsets.items() if off > latest[tp])
+    if not beyond:
+        return
+    tp = beyond[0]
+    shown = f"{tp}: {offsets[tp]}" + (f" ({where(tp)})" if where else "")
+    raise ConfigurationError(
+        option,
+        shown,
+        f"an offset <= the log end offset {latest[tp]} of {tp}",
+        fix if isinstance(fix, str) else fix(tp),
+    )
 
 
 def check_range_order(

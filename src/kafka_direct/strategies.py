@@ -32,7 +32,7 @@ from kafka_direct.errors import ConfigurationError, UnsupportedKafkaOptionError
 from kafka_direct.offsets import PartitionOffsets, TopicPartition
 from kafka_direct.options import KafkaConfig, Strategy, redact
 from kafka_direct.planning import apply_data_loss_policy, detect_data_loss
-from kafka_direct.positions import OffsetReader
+from kafka_direct.positions import OffsetReader, check_within_log_end
 from kafka_direct.settings import SOURCE_OWNED_KAFKA_KEYS
 
 __all__ = [
@@ -346,17 +346,18 @@ def resolve_start_offsets(
     known = dict(start)
     for tp in rest:
         start[tp] = earliest[tp] if strategy.auto_offset_reset == "earliest" else latest[tp]
-    beyond = sorted(tp for tp, off in known.items() if off > latest[tp])
-    if beyond:
-        tp = beyond[0]
-        where = "given to the strategy" if tp in strategy.offsets else "stored for the group"
-        raise ConfigurationError(
-            "offsets",
-            f"{tp}: {known[tp]} ({where})",
-            f"an offset <= the log end offset {latest[tp]} of {tp}",
-            "The offset does not exist yet: check the topic was not recreated, or reset the "
-            f"group's offsets for {tp}.",
-        )
+    check_within_log_end(
+        "offsets",
+        known,
+        latest,
+        lambda tp: (
+            "The offset does not exist yet: check the topic was not recreated, or reset "
+            f"the group's offsets for {tp}."
+        ),
+        where=lambda tp: (
+            "given to the strategy" if tp in strategy.offsets else "stored for the group"
+        ),
+    )
     losses = detect_data_loss(known, earliest, latest)
     if losses:
         start.update(

@@ -45,7 +45,7 @@ def committer(admin: FakeAdmin, clock: Clock) -> GroupCommitter:
 def test_failures_back_off_instead_of_retrying_every_trigger(monkeypatch: Any) -> None:
     admin, clock = FakeAdmin(), Clock()
     c = committer(admin, clock)
-    monkeypatch.setattr("kafka_direct.group_offsets._admin", lambda kafka: admin)
+    monkeypatch.setattr("kafka_direct.group_offsets.admin_client", lambda kafka: admin)
     assert c.commit({TP: 5}) is False  # refused: logged, never raised
     assert c.commit({TP: 6}) is False and admin.calls == 1  # backing off: not even tried
     clock.now += 5.0

@@ -18,7 +18,6 @@ from kafka_direct.errors import ConfigurationError
 from kafka_direct.offset_store import OffsetStore, ends_of
 from kafka_direct.offsets import OffsetRange, PartitionOffsets, TopicPartition
 from kafka_direct.options import KafkaConfig, redact
-from kafka_direct.settings import admin_config
 
 __all__ = ["KafkaGroupStore"]
 
@@ -52,12 +51,9 @@ class KafkaGroupStore(OffsetStore):
     def admin(self) -> Any:
         """The AdminClient, created on first use (and never pickled)."""
         if self._admin is None:
-            from confluent_kafka.admin import AdminClient
+            from kafka_direct.group_offsets import admin_client
 
-            from kafka_direct.kafka_io import kafka_errors
-
-            with kafka_errors("Creating the Kafka admin client"):
-                self._admin = AdminClient(dict(admin_config(self.kafka_config)))
+            self._admin = admin_client(self.kafka_config)
         return self._admin
 
     def load(self, group: str, tps: Iterable[TopicPartition] | None = None) -> PartitionOffsets:
