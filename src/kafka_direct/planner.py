@@ -148,6 +148,11 @@ class StreamPlanner:
             self._initial = self._resolve_initial_offsets()
         return dict(self._initial)
 
+    @property
+    def initial_in_this_run(self) -> PartitionOffsets | None:
+        """The initial offsets, if this process resolved them (None after a restart)."""
+        return None if self._initial is None else dict(self._initial)
+
     def _resolve_initial_offsets(self) -> PartitionOffsets:
         tps = self._current_partitions()
         if self._target is not None:

@@ -176,8 +176,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         done = offsets_from_json(start, "start offset")
         # Spark asks for the next batch only once the batch ending at `start` has finished (and
         # on every trigger, data or not), so `start` is consumed: commit it now. Spark's own
-        # commit(end) arrives one batch late and never for a query's last batch.
-        self._commit_to_group(done)
+        # commit(end) arrives one batch late and never for a query's last batch. A start that
+        # is still the query's initial offsets ends no batch: committing it would rewind the
+        # group to where reading merely begins.
+        if done != self.planner.initial_in_this_run:
+            self._commit_to_group(done)
         end = self.planner.latest_offsets(done, read_all=isinstance(limit, ReadAllAvailable))
         return offsets_to_json(end)
 

@@ -104,9 +104,12 @@ def test_a_stream_with_a_pending_commit_lag_shows_it(make_topic, reader, kafka_b
     query = start(df, sink, str(tmp_path / "ck"))
     wait_for(lambda: len(sink.rows) >= 6, query, what="the first records")
     wait_for(
-        lambda: fetch_group_offsets({"bootstrap.servers": kafka_bootstrap}, group) != {},
+        lambda: (
+            fetch_group_offsets({"bootstrap.servers": kafka_bootstrap}, group)
+            == {TopicPartition(topic, 0): 6}
+        ),
         query,
-        what="the first commit",
+        what="the commit of the first batch",
     )
     query.stop()
     produce_known(kafka_bootstrap, topic, per_partition=4, start_index=6)

@@ -85,3 +85,20 @@ def test_ending_offsets_are_refused_by_the_stream_reader_only() -> None:
     ds.reader(None)  # fine for a batch
     with pytest.raises(ConfigurationError, match="no ending offset in a streaming query"):
         ds.streamReader(None)
+
+
+def test_initial_offsets_are_not_committed_before_a_batch_finishes() -> None:
+    """Committing the initial start would rewind an existing group to where reading begins."""
+    from fake_reader import FakeCluster
+
+    cluster = FakeCluster()
+    cluster.create_topic("t", partitions=1, records=5)
+    stream = source(startingOffsets="earliest", **{"kafka.group.id": "g"}).streamReader(None)
+    stream.planner._reader_factory = cluster.reader
+    commits: list[object] = []
+    stream.committer.commit = commits.append  # type: ignore[method-assign,union-attr]
+    start = stream.initialOffset()
+    end = stream.latestOffset(start, ReadAllAvailable())
+    assert commits == []  # nothing was read yet
+    stream.latestOffset(end, ReadAllAvailable())  # Spark asks again once batch 0 finished
+    assert commits == [{("t", 0): 5}]
