@@ -79,8 +79,12 @@ FORMAT = "kafka_direct"
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 
-def register(spark: Any) -> None:
-    """Register the ``kafka_direct`` format with a SparkSession (once per session is enough)."""
-    from kafka_direct.source import KafkaDirectDataSource
+def register(spark: Any, *, fast_worker_start: bool = True) -> None:
+    """Register the ``kafka_direct`` format with a SparkSession (once per session is enough).
 
-    spark.dataSource.register(KafkaDirectDataSource)
+    ``fast_worker_start`` lets the Python processes Spark starts for the source import PySpark's
+    compiled bytecode rather than its zip (see ``kafka_direct.registration``).
+    """
+    from kafka_direct.registration import register as _register
+
+    _register(spark, fast_worker_start=fast_worker_start)
