@@ -574,7 +574,9 @@ def test_consecutive_ranges_reuse_the_queue(kafka: Callable[..., FakeConsumer]) 
     ("ranges", "assigns"),
     [
         pytest.param([(0, 100), (50, 80)], [0, 50], id="backwards"),
-        pytest.param([(0, 100), (120, 150)], [0, 120], id="skip-ahead"),
+        pytest.param([(0, 100), (120, 150)], [0], id="skip-ahead-reads-forward"),
+        pytest.param([(0, 100), (120, 130), (150, 200)], [0], id="skips-ahead"),
+        pytest.param([(0, 100), (150, 200), (120, 130)], [0, 120], id="skip-then-back"),
         pytest.param([(0, 100), (100, 150), (100, 150)], [0, 100], id="re-read"),
     ],
 )
@@ -590,6 +592,80 @@ def test_non_consecutive_ranges_reassign(
     for a, b in ranges:
         assert rows(read(pc, a, b)) == expected_rows(log.expected(a, b))
     assert fake.assigns == assigns
+
+
+@pytest.fixture
+def small_skip(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The fake's records are ~12 bytes: this allows a skip of ~170 of them.
+    monkeypatch.setattr(fetch, "SKIP_AHEAD_BYTES", 2_000)
+
+
+@pytest.mark.usefixtures("small_skip")
+@pytest.mark.parametrize("batch_size", [1, 7, 1000])
+@pytest.mark.parametrize("layout", ["D" * 300, "DDM" * 100, "DAM" * 100])
+def test_skip_ahead_drops_exactly_the_records_before_the_range(
+    kafka: Callable[..., FakeConsumer], batch_size: int, layout: str
+) -> None:
+    """A range ahead of the consumer is read forward: whatever the consume batches look like
+    (all below the range, straddling it, markers and aborted records in the skipped part), the
+    rows are exactly the range's, and the queue is never thrown away."""
+    log = FakeLog.from_layout(layout)
+    fake = kafka(log, fetch_span=25)
+    pc = PartitionConsumer(fake)
+
+    for a, b in [(0, 60), (110, 150), (150, 170), (230, 300)]:
+        got = read(pc, a, b, batch_size=batch_size)
+        assert rows(got) == expected_rows(log.expected(a, b)), (a, b)
+    if "M" not in layout:
+        # (A range ending in a marker can take records past its end: the next one re-assigns.)
+        assert fake.assigns == [0]
+
+
+@pytest.mark.usefixtures("small_skip")
+def test_a_range_too_far_ahead_reassigns(kafka: Callable[..., FakeConsumer]) -> None:
+    log = FakeLog.plain(400)
+    fake = kafka(log)
+    pc = PartitionConsumer(fake)
+    assert offsets(read(pc, 0, 10)) == list(range(10))
+    assert 50 <= pc.skip_ahead_limit() <= 250  # premise: ~12-byte records, 2,000 bytes
+
+    assert offsets(read(pc, 300, 310)) == list(range(300, 310))
+    assert fake.assigns == [0, 300]
+
+
+def test_no_skip_ahead_before_the_consumer_has_read_anything(
+    kafka: Callable[..., FakeConsumer],
+) -> None:
+    fake = kafka(FakeLog.plain(100))
+    pc = PartitionConsumer(fake)
+    pc.position_at(TOPIC, PARTITION, 0)
+    assert pc.skip_ahead_limit() == 0
+    assert offsets(read(pc, 10, 20)) == list(range(10, 20))
+    assert fake.assigns == [0, 10]
+
+
+@pytest.mark.parametrize(
+    ("record_bytes", "limit"),
+    [(None, 0), (100.0, 83_886), (10.0, 100_000), (0.0, 100_000), (8 * 1024 * 1024, 1)],
+)
+def test_skip_ahead_limit(
+    kafka: Callable[..., FakeConsumer], record_bytes: Any, limit: int
+) -> None:
+    pc = PartitionConsumer(kafka(FakeLog.plain(1)))
+    pc.record_bytes = record_bytes
+    assert pc.skip_ahead_limit() == limit
+
+
+def test_skip_ahead_over_a_stale_eof(kafka: Callable[..., FakeConsumer]) -> None:
+    """[0, 100) leaves EOF(100) queued; the log grows and the next range starts at 150."""
+    log = FakeLog.plain(100)
+    fake = kafka(log)
+    pc = PartitionConsumer(fake)
+    assert offsets(read(pc, 0, 100)) == list(range(100))
+    log.append_layout("D" * 100)
+
+    assert rows(read(pc, 150, 200)) == expected_rows(log.expected(150, 200))
+    assert fake.assigns == [0]
 
 
 def test_records_taken_past_until_force_a_reassign(kafka: Callable[..., FakeConsumer]) -> None:
