@@ -11,11 +11,20 @@ from tests.integration.kafka_helpers import Record
 
 
 class Collector:
-    """A foreachBatch sink that keeps every row and the size of every batch."""
+    """A foreachBatch sink that keeps every row and the size of every batch.
+
+    Idempotent by batch id, as a foreachBatch sink must be: Spark re-runs the last batch after a
+    restart when its commit was not written yet (a stop or crash right after the function
+    returned). The source promises that the re-run reads exactly what the first run read, so a
+    re-run batch is compared with the original, and any difference is kept in ``mismatches``;
+    its rows are not added twice. A record read again under a *new* batch id is a duplicate.
+    """
 
     def __init__(self) -> None:
         self.rows: list[Record] = []
         self.batches: list[tuple[int, list[Record]]] = []
+        self.replayed: list[int] = []
+        self.mismatches: list[int] = []
         self._lock = threading.Lock()
 
     def __call__(self, df: Any, batch_id: int) -> None:
@@ -31,6 +40,12 @@ class Collector:
             for r in df.select("topic", "partition", "offset", "key", "value").collect()
         ]
         with self._lock:
+            earlier = [seen for bid, seen in self.batches if bid == batch_id]
+            if earlier:
+                self.replayed.append(batch_id)
+                if _sorted_keys(earlier[0]) != _sorted_keys(rows):
+                    self.mismatches.append(batch_id)
+                return
             self.rows.extend(rows)
             self.batches.append((batch_id, rows))
 

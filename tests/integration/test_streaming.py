@@ -30,6 +30,7 @@ def test_exact_output_then_restart_from_checkpoint_loses_and_repeats_nothing(
     time.sleep(1.5)  # give a wrongly re-read batch the chance to show up
     query.stop()
     assert sink.keys() == expected_keys(first + second)  # no loss, no duplicate
+    assert sink.mismatches == []  # a batch Spark re-ran after the stop read the same records
 
 
 def test_available_now_reads_exactly_the_backlog_and_stops(
@@ -123,3 +124,29 @@ def test_starting_offsets_latest_skips_the_past_and_reads_the_future(
     wait_for(lambda: len(sink.rows) >= 30, query, what="the new records")
     query.stop()
     assert sink.keys() == expected_keys(future)
+
+
+def test_collector_checks_a_replayed_batch_instead_of_adding_it_twice():
+    class Frame:
+        def __init__(self, offsets):
+            self.rows = [
+                {"topic": "t", "partition": 0, "offset": o, "key": None, "value": b"v"}
+                for o in offsets
+            ]
+
+        def select(self, *_cols):
+            return self
+
+        def collect(self):
+            return self.rows
+
+    sink = Collector()
+    sink(Frame([0, 1]), 0)
+    sink(Frame([1, 0]), 0)  # Spark's re-run of batch 0: the same records
+    sink(Frame([2]), 1)
+    sink(Frame([2, 3]), 1)  # a re-run that read more: the source broke its promise
+    sink(Frame([0]), 2)  # a record read again under a new batch id: a duplicate
+    assert sink.replayed == [0, 1]
+    assert sink.mismatches == [1]
+    offsets = [key[2] for key in Collector.keys(sink)]
+    assert offsets == [0, 0, 1, 2]
