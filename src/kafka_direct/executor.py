@@ -27,7 +27,7 @@ from confluent_kafka import Consumer
 
 from kafka_direct.consumer_pool import PoolKey, config_fingerprint, get_pool
 from kafka_direct.fetch import PartitionConsumer, fetch_range
-from kafka_direct.kafka_io import kafka_errors
+from kafka_direct.kafka_io import ClientEvents, kafka_errors
 from kafka_direct.offsets import OffsetRange
 from kafka_direct.options import KafkaConfig, SourceOptions
 from kafka_direct.settings import executor_consumer_config, executor_group_id
@@ -77,8 +77,9 @@ class ExecutorSettings:
 
 
 def _new_consumer(config: Mapping[str, str]) -> PartitionConsumer:
+    events = ClientEvents("The executor's Kafka consumer")
     with kafka_errors("Creating a Kafka consumer on the executor"):
-        return PartitionConsumer(Consumer(dict(config)))
+        return PartitionConsumer(Consumer({**config, "error_cb": events}), events)
 
 
 def _attempt_number() -> int:

@@ -35,7 +35,7 @@ from confluent_kafka import KafkaError
 from confluent_kafka import TopicPartition as CkTopicPartition
 
 from kafka_direct.errors import DataLossError, FetchTimeoutError
-from kafka_direct.kafka_io import kafka_errors, translate
+from kafka_direct.kafka_io import ClientEvents, kafka_errors, translate
 from kafka_direct.offsets import OffsetRange
 from kafka_direct.rows import to_record_batch
 
@@ -88,8 +88,10 @@ class PartitionConsumer:
     ``SKIP_AHEAD_BYTES``. Otherwise we reposition. We never ask librdkafka where it is.
     """
 
-    def __init__(self, consumer: ConsumerLike) -> None:
+    def __init__(self, consumer: ConsumerLike, events: ClientEvents | None = None) -> None:
         self.consumer = consumer
+        #: The consumer's ``error_cb`` (explains a timeout; stops waiting on a config error).
+        self.events = events
         self.next_offset: int | None = None
         #: Mean key + value bytes of the records last read (``None`` before any).
         self.record_bytes: float | None = None
@@ -140,8 +142,10 @@ def fetch_range(
         n = min(until - nxt, batch_size)
         got, batch, nxt, eof = _take(pc, rng, nxt, n, slice_s, include_headers)
         if not got:
+            if pc.events is not None and pc.events.config_error is not None:
+                raise pc.events.config_error  # authentication, TLS: waiting cannot help
             if time.monotonic() > deadline:
-                raise _timeout(rng, nxt, poll_timeout_ms)
+                raise _timeout(rng, nxt, poll_timeout_ms, pc.events)
             continue
         deadline = time.monotonic() + timeout_s
         if eof is not None and eof != _OUT_OF_RANGE:
@@ -275,12 +279,19 @@ def _split_events(msgs: list[Any], rng: OffsetRange) -> tuple[list[Any], int | N
     return data, eof
 
 
-def _timeout(rng: OffsetRange, nxt: int, poll_timeout_ms: int) -> FetchTimeoutError:
+def _timeout(
+    rng: OffsetRange, nxt: int, poll_timeout_ms: int, events: ClientEvents | None
+) -> FetchTimeoutError:
+    said = events.summary() if events is not None else ""
+    cause = (
+        f"The consumer reported: {said}."
+        if said
+        else "The broker may be down, paused or overloaded."
+    )
     return FetchTimeoutError(
         f"Timed out after {poll_timeout_ms} ms waiting for offset {nxt} of "
         f"{rng.topic}-{rng.partition} (reading range [{rng.from_offset}, {rng.until_offset})). "
-        "The broker may be down, paused or overloaded. Raise the source option "
-        "'kafkaConsumer.pollTimeoutMs' to wait longer.",
+        f"{cause} Raise the source option 'kafkaConsumer.pollTimeoutMs' to wait longer.",
         code="_TIMED_OUT",
         retriable=True,
     )

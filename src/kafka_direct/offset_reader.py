@@ -23,7 +23,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin import OffsetSpec as _CkOffsetSpec  # type: ignore[attr-defined]
 
 from kafka_direct.errors import KafkaClientError, TopicNotFoundError
-from kafka_direct.kafka_io import kafka_errors, translate
+from kafka_direct.kafka_io import ClientEvents, kafka_errors, translate
 from kafka_direct.offsets import PartitionOffsets, TopicPartition
 from kafka_direct.options import KafkaConfig, Strategy
 from kafka_direct.settings import admin_config
@@ -36,7 +36,7 @@ OffsetSpec: Any = _CkOffsetSpec
 T = TypeVar("T")
 
 
-def _admin_client(config: dict[str, str]) -> Any:
+def _admin_client(config: dict[str, Any]) -> Any:
     return AdminClient(dict(config))
 
 
@@ -51,7 +51,7 @@ class AdminOffsetReader:
         num_retries: int = 3,
         retry_interval_ms: int = 10,
         request_timeout_s: float = 30.0,
-        admin_factory: Callable[[dict[str, str]], Any] | None = None,
+        admin_factory: Callable[[dict[str, Any]], Any] | None = None,
     ) -> None:
         self._kafka = kafka
         self._isolation = (
@@ -62,12 +62,14 @@ class AdminOffsetReader:
         self._num_retries = num_retries
         self._retry_interval_s = retry_interval_ms / 1000.0
         self._timeout_s = request_timeout_s
-        self._admin_factory: Callable[[dict[str, str]], Any] = admin_factory or _admin_client
+        self._admin_factory: Callable[[dict[str, Any]], Any] = admin_factory or _admin_client
         self._admin: Any = None
+        self._events: ClientEvents | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_admin"] = None  # a live client never crosses a process boundary
+        state["_events"] = None
         return state
 
     def __repr__(self) -> str:
@@ -76,13 +78,26 @@ class AdminOffsetReader:
     @property
     def admin(self) -> Any:
         if self._admin is None:
+            events = ClientEvents("The Kafka admin client")
             with kafka_errors("Creating the Kafka admin client"):
-                self._admin = self._admin_factory(admin_config(self._kafka))
+                self._admin = self._admin_factory({**admin_config(self._kafka), "error_cb": events})
+            self._events = events
         return self._admin
+
+    def _client_said(self) -> ClientEvents | None:
+        """The admin client's error events, once librdkafka has handed them over (``poll``)."""
+        if self._admin is not None and self._events is not None:
+            poll = getattr(self._admin, "poll", None)
+            if poll is not None:
+                poll(0)
+        return self._events
 
     def close(self) -> None:
         # AdminClient has no close(); dropping the reference frees librdkafka's handle.
         self._admin = None
+
+    def _bootstrap(self) -> str:
+        return f"'kafka.bootstrap.servers'={self._kafka.get('bootstrap.servers', '')!r}"
 
     # -- metadata ------------------------------------------------------------------------------
 
@@ -187,10 +202,24 @@ class AdminOffsetReader:
             except TopicNotFoundError:
                 raise
             except KafkaClientError as exc:
-                if attempt >= self._num_retries:
+                events = self._client_said()
+                if events is not None and events.config_error is not None:
+                    # Authentication, TLS: another attempt would fail the same way.
                     raise KafkaClientError(
-                        f"Could not {what} after {attempt + 1} attempts: {exc}. Check that "
-                        "'kafka.bootstrap.servers' is reachable, or raise "
+                        f"Could not {what}: {events.config_error}",
+                        code=events.config_error.code,
+                        retriable=False,
+                    ) from exc
+                if attempt >= self._num_retries:
+                    said = events.summary() if events is not None else ""
+                    cause = (
+                        f" The client reported: {said}."
+                        if said
+                        else " Check that 'kafka.bootstrap.servers' is reachable."
+                    )
+                    raise KafkaClientError(
+                        f"Could not {what} from {self._bootstrap()} after {attempt + 1} "
+                        f"attempts: {exc}.{cause} To wait longer, raise "
                         "'fetchOffset.numRetries' / 'fetchOffset.retryIntervalMs'.",
                         code=exc.code,
                         retriable=exc.retriable,
