@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 from confluent_kafka import Consumer
 
+from kafka_direct import native
 from kafka_direct.consumer_pool import PoolKey, config_fingerprint, get_pool
 from kafka_direct.fetch import PartitionConsumer, fetch_range
 from kafka_direct.kafka_io import ClientEvents, kafka_errors
@@ -76,8 +77,17 @@ class ExecutorSettings:
         )
 
 
+#: Marks the config of consumers that read through the C fast path (:mod:`kafka_direct.native`).
+#: It is part of the pool key, so a fast-path consumer never serves a read with headers; the
+#: factory removes it before librdkafka sees the config.
+FAST_PATH_KEY = "kafka_direct.fast_path"
+
+
 def _new_consumer(config: Mapping[str, str]) -> PartitionConsumer:
     events = ClientEvents("The executor's Kafka consumer")
+    if config.get(FAST_PATH_KEY) == "true":
+        librdkafka = {k: v for k, v in config.items() if k != FAST_PATH_KEY}
+        return PartitionConsumer(native.new_consumer(librdkafka, events), events)
     with kafka_errors("Creating a Kafka consumer on the executor"):
         return PartitionConsumer(Consumer({**config, "error_cb": events}), events)
 
@@ -109,6 +119,8 @@ def _read(settings: ExecutorSettings, rng: OffsetRange) -> Iterator[pa.RecordBat
         "include_headers": settings.include_headers,
     }
     config = settings.consumer_config
+    if not settings.include_headers and native.available():
+        config = config.merged({FAST_PATH_KEY: "true"})
     if not settings.cache_enabled:
         pc = _new_consumer(config)
         try:

@@ -36,6 +36,7 @@ from confluent_kafka import TopicPartition as CkTopicPartition
 
 from kafka_direct.errors import DataLossError, FetchTimeoutError
 from kafka_direct.kafka_io import ClientEvents, kafka_errors, translate
+from kafka_direct.native import NativeConsumer
 from kafka_direct.offsets import OffsetRange
 from kafka_direct.rows import to_record_batch
 
@@ -88,7 +89,9 @@ class PartitionConsumer:
     ``SKIP_AHEAD_BYTES``. Otherwise we reposition. We never ask librdkafka where it is.
     """
 
-    def __init__(self, consumer: ConsumerLike, events: ClientEvents | None = None) -> None:
+    def __init__(
+        self, consumer: ConsumerLike | NativeConsumer, events: ClientEvents | None = None
+    ) -> None:
         self.consumer = consumer
         #: The consumer's ``error_cb`` (explains a timeout; stops waiting on a config error).
         self.events = events
@@ -181,8 +184,11 @@ def _take(
     (``None`` if none), the next offset to read, and the log end if it ended in an EOF event.
 
     Everything the messages are used for happens here, with the garbage collector paused, and
-    they are freed before it resumes (see :class:`_GcPaused`).
+    they are freed before it resumes (see :class:`_GcPaused`). A fast-path consumer
+    (:mod:`kafka_direct.native`) does the same in C, with no message objects.
     """
+    if isinstance(pc.consumer, NativeConsumer):
+        return _take_native(pc, pc.consumer, rng, nxt, n, slice_s)
     until = rng.until_offset
     batch = None
     with _GcPaused():
@@ -211,6 +217,31 @@ def _take(
                 del rows
                 pc.record_bytes = (batch.column(0).nbytes + batch.column(1).nbytes) / batch.num_rows
         del msgs, data
+    return True, batch, nxt, eof
+
+
+def _take_native(
+    pc: PartitionConsumer,
+    consumer: NativeConsumer,
+    rng: OffsetRange,
+    nxt: int,
+    n: int,
+    slice_s: float,
+) -> tuple[bool, pa.RecordBatch | None, int, int | None]:
+    """:func:`_take` on the fast path: the range filter and event scan ran in C."""
+    with kafka_errors(f"Consuming {rng}"):
+        got = consumer.consume_batch(rng.topic, rng.partition, nxt, rng.until_offset, n, slice_s)
+    if got is None:
+        return False, None, nxt, None
+    batch, last, beyond, eof, error = got
+    if error is not None:
+        raise translate(KafkaError(*error), f"Consuming {rng}")
+    if last >= 0:
+        pc.next_offset = last + 1
+        # max(): records before nxt (a skip ahead, see position_at) move nothing.
+        nxt = rng.until_offset if beyond else max(nxt, last + 1)
+    if batch is not None:
+        pc.record_bytes = (batch.column(0).nbytes + batch.column(1).nbytes) / batch.num_rows
     return True, batch, nxt, eof
 
 

@@ -1,0 +1,21 @@
+"""Build of the optional C fast path (everything else is in pyproject.toml).
+
+``kafka_direct._rdkafka_arrow`` reads librdkafka straight into Arrow buffers. It needs only a C
+compiler and Python's headers: librdkafka is resolved at run time from the copy confluent-kafka
+loads. ``optional=True``: without a compiler the package still installs, and reads through
+confluent-kafka's Python messages instead (``kafka_direct.native.available()`` says which).
+"""
+
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=[
+        Extension(
+            "kafka_direct._rdkafka_arrow",
+            sources=["src/kafka_direct/_rdkafka_arrow.c"],
+            extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wno-missing-braces"],
+            libraries=["dl", "pthread"],
+            optional=True,
+        )
+    ]
+)
