@@ -51,7 +51,12 @@ ensure_venv() {
     "$PY" -m venv "$VENV"
   fi
   local stamp="$VENV/.kafka_direct_installed"
-  if [ ! -f "$stamp" ] || [ "$ROOT/pyproject.toml" -nt "$stamp" ]; then
+  # The C fast path is compiled at install: rebuild when its source or build changes too.
+  local changed=""
+  for f in "$ROOT/pyproject.toml" "$ROOT/setup.py" "$ROOT"/src/kafka_direct/*.c; do
+    [ "$f" -nt "$stamp" ] && changed=1
+  done
+  if [ ! -f "$stamp" ] || [ -n "$changed" ]; then
     say "Installing kafka-direct[dev] into $VENV"
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e "$ROOT[dev]"

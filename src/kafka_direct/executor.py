@@ -8,7 +8,8 @@ error invalidates it, as Spark's ``KafkaDataConsumer`` does.
 Task statistics, for benchmarks: when the environment variable ``KAFKA_DIRECT_STATS_DIR``
 names a directory in the Python workers' environment, every task appends one JSON line to
 ``<dir>/tasks-<pid>.jsonl`` when it ends: the range, rows read, start and end wall-clock times,
-and what the consumer pool did for it (hits, misses and consumers created). One line per task,
+whether it read through the C fast path (:mod:`kafka_direct.native`), and what the consumer pool
+did for it (hits, misses and consumers created). One line per task,
 never per record or batch, so it stays off the hot path; without the variable nothing is
 recorded. ``benchmarks/run.py`` uses it for the pool hit rate and per-task timing.
 """
@@ -33,7 +34,7 @@ from kafka_direct.offsets import OffsetRange
 from kafka_direct.options import KafkaConfig, SourceOptions
 from kafka_direct.settings import executor_consumer_config, executor_group_id
 
-__all__ = ["STATS_DIR_ENV", "ExecutorSettings", "read_range"]
+__all__ = ["STATS_DIR_ENV", "ExecutorSettings", "read_range", "uses_fast_path"]
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,7 @@ class ExecutorSettings:
     cache_enabled: bool
     cache_capacity: int
     cache_timeout_s: float
+    fast_path: bool = True
 
     @classmethod
     def from_options(cls, opts: SourceOptions) -> ExecutorSettings:
@@ -74,6 +76,7 @@ class ExecutorSettings:
             cache_enabled=opts.consumer_cache_enabled,
             cache_capacity=opts.consumer_cache_capacity,
             cache_timeout_s=max(opts.consumer_cache_timeout_ms, 1) / 1000.0,
+            fast_path=opts.fast_path,
         )
 
 
@@ -90,6 +93,11 @@ def _new_consumer(config: Mapping[str, str]) -> PartitionConsumer:
         return PartitionConsumer(native.new_consumer(librdkafka, events), events)
     with kafka_errors("Creating a Kafka consumer on the executor"):
         return PartitionConsumer(Consumer({**config, "error_cb": events}), events)
+
+
+def uses_fast_path(settings: ExecutorSettings) -> bool:
+    """Whether this process reads ranges of ``settings`` through the C fast path."""
+    return settings.fast_path and not settings.include_headers and native.available()
 
 
 def _attempt_number() -> int:
@@ -119,7 +127,7 @@ def _read(settings: ExecutorSettings, rng: OffsetRange) -> Iterator[pa.RecordBat
         "include_headers": settings.include_headers,
     }
     config = settings.consumer_config
-    if not settings.include_headers and native.available():
+    if uses_fast_path(settings):
         config = config.merged({FAST_PATH_KEY: "true"})
     if not settings.cache_enabled:
         pc = _new_consumer(config)
@@ -166,6 +174,7 @@ def _read_with_stats(
             "end": time.time(),
             "outcome": outcome,
             "pool_enabled": settings.cache_enabled,
+            "fast_path": uses_fast_path(settings),
             # Deltas of this process's pool counters: a Python worker runs one task at a time.
             "pool_hits": after.hits - before.hits,
             "pool_misses": after.misses - before.misses,

@@ -150,6 +150,8 @@ class SourceOptions:
     consumer_cache_capacity: int
     consumer_cache_timeout_ms: int
     arrow_batch_size: int
+    #: 'fastPath.enabled': executors read through the C fast path when it is available.
+    fast_path: bool
     streaming: bool
 
     @property
@@ -291,6 +293,7 @@ def parse_source_options(raw: Mapping[str, str], *, streaming: bool | None) -> S
         consumer_cache_capacity=opts.integer("consumerCache.capacity", minimum=1),
         consumer_cache_timeout_ms=opts.integer("consumerCache.timeoutMs", minimum=0),
         arrow_batch_size=_arrow_batch_size(opts),
+        fast_path=opts.boolean("fastPath.enabled"),
         streaming=bool(streaming),
     )
 

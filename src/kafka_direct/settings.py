@@ -51,6 +51,7 @@ OPTION_DEFAULTS: dict[str, str] = {
     "consumerCache.capacity": "64",
     "consumerCache.timeoutMs": "300000",
     "arrowBatchSize": "20000",
+    "fastPath.enabled": "true",
     # librdkafka defaults to read_committed; Spark (the Java client) to read_uncommitted. We
     # follow Spark so a query switched from format("kafka") sees the same records.
     "kafka.isolation.level": "read_uncommitted",

@@ -41,11 +41,18 @@ def worker_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def spark(worker_log: Path) -> Iterator[Any]:
+def task_stats_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where every read task records what it did (KAFKA_DIRECT_STATS_DIR, see executor.py)."""
+    return tmp_path_factory.mktemp("task-stats")
+
+
+@pytest.fixture(scope="session")
+def spark(worker_log: Path, task_stats_dir: Path) -> Iterator[Any]:
     from kafka_direct.local import local_spark
 
-    # Set before the JVM starts, so every Python worker inherits it.
+    # Set before the JVM starts, so every Python worker inherits them.
     os.environ["KAFKA_DIRECT_LOG_FILE"] = str(worker_log)
+    os.environ["KAFKA_DIRECT_STATS_DIR"] = str(task_stats_dir)
 
     session = local_spark("kafka_direct-tests")
     yield session

@@ -242,6 +242,7 @@ INVALID_CASES = [
             ("failOnDataLoss", "0"),
             ("includeHeaders", "1"),
             ("consumerCache.enabled", "on"),
+            ("fastPath.enabled", "native"),
         ]
     ],
     _p({**SUB, "groupIdPrefix": " "}, True, "groupIdPrefix", "got ''", "a non-empty string",
@@ -670,6 +671,7 @@ def test_invalid_durations(text: str) -> None:
         pytest.param("maxRecordsPerPartition", "9", "max_records_per_partition", 9, id="maxRecs"),
         pytest.param("fetchOffset.numRetries", "0", "fetch_retries", 0, id="no retries"),
         pytest.param("consumerCache.enabled", "false", "consumer_cache_enabled", False, id="cache"),
+        pytest.param("fastPath.enabled", "false", "fast_path", False, id="fast path off"),
         pytest.param("groupIdPrefix", "mine", "group_id_prefix", "mine", id="prefix"),
     ],
 )  # fmt: skip
