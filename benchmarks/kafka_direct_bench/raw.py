@@ -1,0 +1,118 @@
+"""The raw ceiling: plain confluent-kafka, one child process per partition, and the latency
+run's paced producer. :func:`raw_read_partition` and :func:`paced_producer` run in child
+processes; :class:`RawReaders` drives them from the benchmark process.
+
+The children are spawned, so they import these functions by module name (see the package
+docstring); they are spawned before Spark starts, so they stay small.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import random
+import time
+from typing import Any
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from kafka_direct_bench.procstats import cpu_snapshot, cpu_used
+
+
+def raw_consumer_config(bootstrap: str) -> dict[str, str]:
+    """The executors' librdkafka settings (same fetch tunables), for a plain consumer: the ratio
+    then measures what Spark and the source add, not a difference in client configuration."""
+    from kafka_direct.settings import executor_consumer_config
+
+    config = executor_consumer_config(
+        {"bootstrap.servers": bootstrap},
+        group_id="kafka-direct-bench-raw",
+        isolation_level="read_uncommitted",
+    )
+    config["enable.partition.eof"] = "false"  # plain: no EOF events, every message is data
+    config["client.id"] = "kafka-direct-bench-raw"
+    return config
+
+
+def raw_read_partition(task: tuple[dict[str, str], str, int, int, int, int]) -> dict[str, Any]:
+    """One raw reader: assign, consume in batches, touch every value (``len``). Runs in a child."""
+    config, topic, partition, start, until, batch = task
+    t0 = time.time()
+    consumer = Consumer(config)
+    consumer.assign([TopicPartition(topic, partition, start)])
+    rows = total = 0
+    nxt = start
+    while nxt < until:
+        msgs = consumer.consume(min(batch, until - nxt), 1.0)
+        for m in msgs:
+            total += len(m.value())
+        if msgs:
+            rows += len(msgs)
+            nxt = msgs[-1].offset() + 1
+    t1 = time.time()
+    consumer.close()
+    return {"partition": partition, "rows": rows, "bytes": total, "start": t0, "end": t1}
+
+
+def paced_producer(task: tuple[str, str, int, int, float, int, int]) -> dict[str, Any]:
+    """The latency run's producer: ``rate`` records/s for ``seconds``, in 10 ms ticks. Child."""
+    bootstrap, topic, partitions, rate, seconds, size, seed = task
+    value = random.Random(seed).randbytes(size)
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": "5", "client.id": "kafka-direct-bench-lat"}
+    )
+    tick = 0.01
+    per_tick = max(1, round(rate * tick))
+    sent = 0
+    start = time.monotonic()
+    deadline = start + seconds
+    next_tick = start
+    while next_tick < deadline:
+        for _ in range(per_tick):
+            producer.produce(topic, value, partition=sent % partitions)
+            sent += 1
+        producer.poll(0)
+        next_tick += tick
+        pause = next_tick - time.monotonic()
+        if pause > 0:
+            time.sleep(pause)
+    producer.flush(30)
+    # The embedded broker's log end lags by one record batch (BROKER.md): a lone final record
+    # per partition makes every record above visible.
+    for p in range(partitions):
+        producer.produce(topic, value, partition=p)
+        sent += 1
+        producer.flush(30)
+    return {"sent": sent, "seconds": time.monotonic() - start}
+
+
+class RawReaders:
+    """A pool of P warm child processes (spawned once, before Spark starts)."""
+
+    def __init__(self, processes: int) -> None:
+        self._pool = multiprocessing.get_context("spawn").Pool(processes)
+
+    def read(self, bootstrap: str, topic: str, counts: list[int], batch: int) -> dict[str, Any]:
+        config = raw_consumer_config(bootstrap)
+        tasks = [(config, topic, p, 0, n, batch) for p, n in enumerate(counts) if n > 0]
+        cpu = cpu_snapshot()
+        t0 = time.time()
+        results = self._pool.map(raw_read_partition, tasks, chunksize=1)
+        wall = time.time() - t0
+        rows = sum(r["rows"] for r in results)
+        window = max(r["end"] for r in results) - min(r["start"] for r in results)
+        return {
+            **cpu_used(cpu, rows),
+            "rows": rows,
+            "bytes": sum(r["bytes"] for r in results),
+            "wall_s": wall,
+            "rate": rows / wall,
+            "task_window_s": window,
+            "task_rate": rows / window,
+        }
+
+    def produce_paced(self, task: tuple[str, str, int, int, float, int, int]) -> Any:
+        return self._pool.apply_async(paced_producer, (task,))
+
+    def close(self) -> None:
+        self._pool.close()
+        self._pool.join()
