@@ -102,6 +102,7 @@ def run(config: Config, argv: list[str] | None = None) -> Results:
             log("warming up the raw readers, the JVM and the Python workers")
             raw.read(bootstrap, topic, counts, config.arrow_batch_size)
             spark.batch(topic)
+            spark.batch(topic, {"fastPath.enabled": "false"})
             spark.stream(topic)
 
             for i in range(config.rounds):
@@ -109,6 +110,7 @@ def run(config: Config, argv: list[str] | None = None) -> Results:
                 measure: dict[str, Callable[[], dict[str, Any]]] = {
                     "raw": lambda: raw.read(bootstrap, topic, counts, config.arrow_batch_size),
                     "batch": lambda: spark.batch(topic),
+                    "batch_python": lambda: spark.batch(topic, {"fastPath.enabled": "false"}),
                     "stream": lambda: spark.stream(topic),
                     "stream_noop": lambda: spark.stream(topic, noop=True),
                     "floor": lambda: spark.floor(counts, config.size),

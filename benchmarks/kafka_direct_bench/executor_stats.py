@@ -30,13 +30,15 @@ def task_stats(stats_dir: Path, topic: str, since: float, until: float) -> list[
 
 def task_window(tasks: list[dict[str, Any]]) -> dict[str, Any]:
     if not tasks:
-        return {"task_window_s": None, "task_rate": None, "tasks": 0}
+        return {"task_window_s": None, "task_rate": None, "tasks": 0, "fast_path_tasks": 0}
     rows = sum(t["rows"] for t in tasks)
     window = max(t["end"] for t in tasks) - min(t["start"] for t in tasks)
     return {
         "task_window_s": window,
         "task_rate": rows / window if window > 0 else None,
         "tasks": len(tasks),
+        # Tasks that read through the C fast path (kafka_direct.native).
+        "fast_path_tasks": sum(1 for t in tasks if t.get("fast_path")),
     }
 
 

@@ -9,6 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from kafka_direct_bench.config import MODES
 from kafka_direct_bench.results import Results
 
 
@@ -20,12 +21,13 @@ def _fmt(value: Any, spec: str = ",.0f") -> str:
 
 def render(results: Results) -> str:
     c, s, m = results.config, results.summary, results.machine
-    modes = ("raw", "batch", "stream", "stream_noop", "floor")
+    modes = MODES
     lines = [
         f"kafka_direct benchmark: {c['records']:,} records x {c['size']} B, "
         f"{c['partitions']} partitions, {c['rounds']} round(s){' (quick)' if c['quick'] else ''}",
         f"machine: {m['cpu']}, {m['cores']} cores, {m['memory_gb']} GB; "
         + ", ".join(f"{k} {v}" for k, v in m["versions"].items()),
+        f"read path: {m['read_path']}",
         f"command: {results.command}",
         "",
         f"{'mode':<34}{'records/s':>12}{'x raw':>8}{'in-task/s':>12}{'x raw':>8}"
@@ -40,6 +42,7 @@ def render(results: Results) -> str:
     )
     for label, key in (
         ("batch read", "batch"),
+        ("batch read, Python path", "batch_python"),
         ("stream AvailableNow, foreachBatch", "stream"),
         ("stream AvailableNow, noop sink", "stream_noop"),
         ("Spark floor (no-Kafka source)", "floor"),

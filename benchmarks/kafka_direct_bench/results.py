@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from kafka_direct_bench.common import median
-from kafka_direct_bench.config import Config
+from kafka_direct_bench.config import MODES, Config
 
 
 @dataclass
@@ -58,6 +58,8 @@ def machine_info() -> dict[str, Any]:
         import pyspark
 
         versions["pyspark"] = pyspark.__version__
+    from kafka_direct import native
+
     load = None
     with contextlib.suppress(OSError):
         load = os.getloadavg()[0]
@@ -67,12 +69,14 @@ def machine_info() -> dict[str, Any]:
         "memory_gb": mem_gb,
         "os": platform.platform(),
         "load_average_1m_at_start": load,
+        # This interpreter's; Spark's Python workers run the same one (PYSPARK_PYTHON).
+        "read_path": native.status(),
         "versions": versions,
     }
 
 
 def summarise(results: Results, config: Config, expected_bytes: int) -> None:
-    modes = ("raw", "batch", "stream", "stream_noop", "floor")
+    modes = MODES
     s: dict[str, Any] = {}
     for mode in modes:
         rounds = [r[mode] for r in results.rounds]
@@ -135,6 +139,12 @@ def summarise(results: Results, config: Config, expected_bytes: int) -> None:
             checks[f"round{i + 1}.{mode}.rows"] = rnd[mode]["rows"] == config.records
             if rnd[mode]["bytes"] is not None:  # the noop sink cannot count bytes
                 checks[f"round{i + 1}.{mode}.bytes"] = rnd[mode]["bytes"] == expected_bytes
+        # Each Kafka read took the path it was meant to (the task statistics say which).
+        for mode in ("batch", "stream", "stream_noop"):
+            tasks, fast = rnd[mode]["tasks"], rnd[mode]["fast_path_tasks"]
+            checks[f"round{i + 1}.{mode}.fast_path"] = tasks > 0 and fast == tasks
+        python_fast = rnd["batch_python"]["fast_path_tasks"]
+        checks[f"round{i + 1}.batch_python.python_path"] = python_fast == 0
     if many:
         checks["many_batches.rows"] = many["rows"] == config.records
         checks["many_batches.bytes"] = many["bytes"] == expected_bytes

@@ -68,12 +68,12 @@ class SparkReads:
         opts.update(extra or {})
         return opts
 
-    def batch(self, topic: str) -> dict[str, Any]:
+    def batch(self, topic: str, extra: Mapping[str, str] | None = None) -> dict[str, Any]:
         from pyspark.sql import functions as F
 
         cpu = cpu_snapshot()
         t0 = time.time()
-        df = self.spark.read.format("kafka_direct").options(**self._options(topic)).load()
+        df = self.spark.read.format("kafka_direct").options(**self._options(topic, extra)).load()
         row = df.agg(F.count(F.lit(1)).alias("n"), F.sum(F.length("value")).alias("b")).collect()
         wall = time.time() - t0
         rows, nbytes = int(row[0]["n"]), int(row[0]["b"] or 0)
