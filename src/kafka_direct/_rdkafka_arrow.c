@@ -26,6 +26,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* --- librdkafka's public ABI (rdkafka.h) ------------------------------------------------------ */
 
@@ -64,6 +65,7 @@ typedef struct rd_kafka_topic_partition_list_s rd_kafka_topic_partition_list_t;
 #define ERR_PARTITION_EOF (-191)
 #define ERR_AUTO_OFFSET_RESET (-140)
 #define ERR_FATAL (-150)
+#define ERR_INVALID_ARG (-186)
 
 static struct {
     rd_kafka_conf_t *(*conf_new)(void);
@@ -97,20 +99,24 @@ static int rk_loaded = 0;
         *(void **)(&rk.field) = dlsym(lib, name);                          \
         if (rk.field == NULL) {                                            \
             PyErr_Format(PyExc_ImportError, "librdkafka at %s has no %s", path, name); \
+            dlclose(lib);                                                  \
             return NULL;                                                   \
         }                                                                  \
     } while (0)
 
-static PyObject *load(PyObject *self, PyObject *args) {
+static PyObject *load(PyObject *Py_UNUSED(self), PyObject *args) {
     const char *path;
     if (!PyArg_ParseTuple(args, "s", &path)) return NULL;
-    if (rk_loaded) Py_RETURN_NONE;
+    /* Once loaded, the first library stays: handles already made point into it. */
+    if (rk_loaded) return PyUnicode_FromString(rk.version_str());
     /* RTLD_NOLOAD first: normally confluent-kafka has loaded it already, and the same copy
      * must be used (one librdkafka per process). */
     void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
     if (lib == NULL) lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (lib == NULL) {
-        PyErr_Format(PyExc_ImportError, "cannot load librdkafka from %s: %s", path, dlerror());
+        const char *why = dlerror();
+        PyErr_Format(PyExc_ImportError, "cannot load librdkafka from %s: %s", path,
+                     why ? why : "unknown error");
         return NULL;
     }
     SYM(conf_new, "rd_kafka_conf_new");
@@ -139,6 +145,16 @@ static PyObject *load(PyObject *self, PyObject *args) {
     return PyUnicode_FromString(rk.version_str());
 }
 
+/* librdkafka's strings are not guaranteed UTF-8 (broker texts, and our own truncation may cut a
+ * character in two): an error must never turn into a UnicodeDecodeError. */
+static PyObject *text_n(const char *s, size_t len) {
+    if (s == NULL) return PyUnicode_FromStringAndSize("", 0);
+    if (len > PY_SSIZE_T_MAX) len = PY_SSIZE_T_MAX;
+    return PyUnicode_DecodeUTF8(s, (Py_ssize_t)len, "replace");
+}
+
+static PyObject *text(const char *s) { return text_n(s, s ? strlen(s) : 0); }
+
 /* --- error events (the client's error_cb) ----------------------------------------------------- */
 
 #define MAX_EVENTS 16
@@ -155,24 +171,25 @@ typedef struct {
     int count;
 } events_t;
 
-/* Called by librdkafka from whichever thread serves the queue; never touches Python. */
+/* Called by librdkafka from whichever thread serves the queue (consume() or close(), both with
+ * the GIL released); never touches Python. */
 static void on_error(rd_kafka_t *handle, int err, const char *reason, void *opaque) {
     events_t *ev = (events_t *)opaque;
     event_t e;
+    char buf[512];
     e.code = err;
     e.fatal = 0;
     if (err == ERR_FATAL) {
-        char buf[512];
+        /* The event only says "fatal"; the underlying error is kept by the handle. */
+        buf[0] = '\0';
         int code = rk.fatal_error(handle, buf, sizeof(buf));
         if (code != 0) {
             e.code = code;
             reason = buf;
         }
         e.fatal = 1;
-        snprintf(e.reason, sizeof(e.reason), "%s", reason ? reason : "");
-    } else {
-        snprintf(e.reason, sizeof(e.reason), "%s", reason ? reason : "");
     }
+    snprintf(e.reason, sizeof(e.reason), "%s", reason ? reason : "");
     pthread_mutex_lock(&ev->lock);
     if (ev->count == MAX_EVENTS) { /* keep the newest */
         memmove(&ev->events[0], &ev->events[1], sizeof(event_t) * (MAX_EVENTS - 1));
@@ -191,16 +208,24 @@ typedef struct {
     events_t *events;
     rd_kafka_message_t **msgs;
     size_t msgs_cap;
+    /* Set while a call uses the handle or msgs, across its GIL release: a second thread (or a
+     * close()) then gets an error instead of freeing the handle or msgs under the first. */
+    int busy;
+    /* librdkafka's threads do not survive fork(): a child must not close the parent's handle. */
+    pid_t pid;
 } Consumer;
 
 static PyObject *KafkaFailure; /* set by Python: raised as KafkaFailure(code, reason) */
 
 static PyObject *fail(int code, const char *reason) {
+    PyObject *msg = text(reason);
+    if (msg == NULL) return NULL;
     if (KafkaFailure == NULL) {
-        PyErr_Format(PyExc_RuntimeError, "librdkafka error %d: %s", code, reason);
+        PyErr_Format(PyExc_RuntimeError, "librdkafka error %d: %U", code, msg);
+        Py_DECREF(msg);
         return NULL;
     }
-    PyObject *exc = PyObject_CallFunction(KafkaFailure, "is", code, reason);
+    PyObject *exc = PyObject_CallFunction(KafkaFailure, "iN", code, msg);
     if (exc != NULL) {
         PyErr_SetObject(KafkaFailure, exc);
         Py_DECREF(exc);
@@ -210,22 +235,29 @@ static PyObject *fail(int code, const char *reason) {
 
 static void Consumer_release(Consumer *self) {
     if (self->queue != NULL) {
-        rk.queue_destroy(self->queue);
+        if (self->pid == getpid()) rk.queue_destroy(self->queue);
         self->queue = NULL;
     }
     if (self->rk != NULL) {
         rd_kafka_t *handle = self->rk;
         self->rk = NULL;
-        Py_BEGIN_ALLOW_THREADS
-        rk.consumer_close(handle);
-        rk.destroy(handle);
-        Py_END_ALLOW_THREADS
+        /* In a forked child the handle is the parent's: closing it would wait for threads
+         * that do not exist here, so it is left alone (the memory is the child's to lose). */
+        if (self->pid == getpid()) {
+            Py_BEGIN_ALLOW_THREADS
+            rk.consumer_close(handle);
+            rk.destroy(handle);
+            Py_END_ALLOW_THREADS
+        }
     }
 }
 
 static void Consumer_dealloc(Consumer *self) {
+    /* Never busy here: a running method holds a reference to self. */
     Consumer_release(self);
-    if (self->events != NULL) {
+    /* In a forked child the parent's librdkafka threads may have held the lock at fork time:
+     * the events are left with the handle. */
+    if (self->events != NULL && self->pid == getpid()) {
         pthread_mutex_destroy(&self->events->lock);
         PyMem_RawFree(self->events);
     }
@@ -233,28 +265,49 @@ static void Consumer_dealloc(Consumer *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static int Consumer_init(Consumer *self, PyObject *args, PyObject *kwds) {
+static int Consumer_init(Consumer *self, PyObject *args, PyObject *Py_UNUSED(kwds)) {
     PyObject *config;
-    char errstr[512];
+    char errstr[512] = "";
     if (!rk_loaded) {
         PyErr_SetString(PyExc_RuntimeError, "librdkafka is not loaded: call load() first");
         return -1;
     }
     if (!PyArg_ParseTuple(args, "O!", &PyDict_Type, &config)) return -1;
-    if (self->rk != NULL) {
+    if (self->rk != NULL || self->busy) {
         PyErr_SetString(PyExc_RuntimeError, "Consumer already initialised");
         return -1;
     }
-    self->events = PyMem_RawCalloc(1, sizeof(events_t));
+    self->pid = getpid();
+    /* A second __init__ (after close() or a failed first one) reuses the events: a handle
+     * destroyed since no longer refers to them. */
     if (self->events == NULL) {
+        events_t *events = PyMem_RawCalloc(1, sizeof(events_t));
+        if (events == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        if (pthread_mutex_init(&events->lock, NULL) != 0) {
+            PyMem_RawFree(events);
+            PyErr_SetString(PyExc_OSError, "cannot create a mutex");
+            return -1;
+        }
+        self->events = events;
+    }
+    rd_kafka_conf_t *conf = rk.conf_new();
+    if (conf == NULL) {
         PyErr_NoMemory();
         return -1;
     }
-    pthread_mutex_init(&self->events->lock, NULL);
-    rd_kafka_conf_t *conf = rk.conf_new();
     PyObject *key, *value;
     Py_ssize_t pos = 0;
     while (PyDict_Next(config, &pos, &key, &value)) {
+        if (!PyUnicode_Check(key) || !PyUnicode_Check(value)) {
+            rk.conf_destroy(conf);
+            PyErr_Format(PyExc_TypeError,
+                         "librdkafka settings must be str: str, got %.100s: %.100s",
+                         Py_TYPE(key)->tp_name, Py_TYPE(value)->tp_name);
+            return -1;
+        }
         const char *k = PyUnicode_AsUTF8(key);
         const char *v = k ? PyUnicode_AsUTF8(value) : NULL;
         if (k == NULL || v == NULL) {
@@ -263,43 +316,70 @@ static int Consumer_init(Consumer *self, PyObject *args, PyObject *kwds) {
         }
         if (rk.conf_set(conf, k, v, errstr, sizeof(errstr)) != RD_KAFKA_CONF_OK) {
             rk.conf_destroy(conf);
-            fail(-186 /* _INVALID_ARG */, errstr);
+            fail(ERR_INVALID_ARG, errstr);
             return -1;
         }
     }
     rk.conf_set_opaque(conf, self->events);
     rk.conf_set_error_cb(conf, on_error);
-    self->rk = rk.new_(RD_KAFKA_CONSUMER, conf, errstr, sizeof(errstr));
-    if (self->rk == NULL) {
+    /* On success rd_kafka_new owns conf; on failure it is still ours. */
+    rd_kafka_t *handle = rk.new_(RD_KAFKA_CONSUMER, conf, errstr, sizeof(errstr));
+    if (handle == NULL) {
         rk.conf_destroy(conf);
-        fail(-186, errstr);
+        fail(ERR_INVALID_ARG, errstr);
         return -1;
     }
-    /* Error events then arrive on the consumer queue, served by consume(). */
-    rk.poll_set_consumer(self->rk);
-    self->queue = rk.queue_get_consumer(self->rk);
+    self->rk = handle;
+    /* Error events then arrive on the consumer queue, served by consume(). Both need a
+     * consumer group (group.id): without one there is no consumer queue to read. */
+    int err = rk.poll_set_consumer(handle);
+    if (err == 0) self->queue = rk.queue_get_consumer(handle);
+    if (self->queue == NULL) {
+        Consumer_release(self);
+        fail(err ? err : ERR_INVALID_ARG, "the consumer has no queue: is group.id set?");
+        return -1;
+    }
     return 0;
 }
 
-#define REQUIRE_OPEN(self)                                                     \
-    if ((self)->rk == NULL) {                                                  \
-        PyErr_SetString(PyExc_RuntimeError, "the consumer is closed");         \
-        return NULL;                                                           \
+/* Marks the consumer busy for a call that releases the GIL; 0 with an exception if it cannot. */
+static int enter(Consumer *self) {
+    if (self->rk == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "the consumer is closed");
+        return 0;
     }
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "the consumer is in use by another thread");
+        return 0;
+    }
+    if (self->pid != getpid()) {
+        PyErr_SetString(PyExc_RuntimeError, "the consumer was created before fork()");
+        return 0;
+    }
+    self->busy = 1;
+    return 1;
+}
 
 static PyObject *Consumer_assign(Consumer *self, PyObject *args) {
     const char *topic;
     int partition;
     long long offset;
-    REQUIRE_OPEN(self);
     if (!PyArg_ParseTuple(args, "siL", &topic, &partition, &offset)) return NULL;
+    if (!enter(self)) return NULL;
     rd_kafka_topic_partition_list_t *list = rk.tpl_new(1);
-    rk.tpl_add(list, topic, partition)->offset = offset;
+    rd_kafka_topic_partition_t *tp = list ? rk.tpl_add(list, topic, partition) : NULL;
+    if (tp == NULL) {
+        if (list) rk.tpl_destroy(list);
+        self->busy = 0;
+        return PyErr_NoMemory();
+    }
+    tp->offset = offset;
     int err;
     Py_BEGIN_ALLOW_THREADS
     err = rk.assign(self->rk, list);
     Py_END_ALLOW_THREADS
     rk.tpl_destroy(list);
+    self->busy = 0;
     if (err != 0) return fail(err, rk.err2str(err));
     Py_RETURN_NONE;
 }
@@ -308,28 +388,32 @@ static PyObject *Consumer_watermarks(Consumer *self, PyObject *args) {
     const char *topic;
     int partition, timeout_ms;
     int64_t low = -1, high = -1;
-    REQUIRE_OPEN(self);
     if (!PyArg_ParseTuple(args, "sii", &topic, &partition, &timeout_ms)) return NULL;
+    if (!enter(self)) return NULL;
     int err;
     Py_BEGIN_ALLOW_THREADS
     err = rk.query_watermark_offsets(self->rk, topic, partition, &low, &high, timeout_ms);
     Py_END_ALLOW_THREADS
+    self->busy = 0;
     if (err != 0) return fail(err, rk.err2str(err));
     return Py_BuildValue("LL", (long long)low, (long long)high);
 }
 
-static PyObject *Consumer_take_events(Consumer *self, PyObject *unused) {
+static PyObject *Consumer_take_events(Consumer *self, PyObject *Py_UNUSED(unused)) {
     event_t copy[MAX_EVENTS];
     int n;
+    /* None before __init__ allocated them; none in a forked child, where the lock may have been
+     * held by one of the parent's threads at fork time. */
+    if (self->events == NULL || self->pid != getpid()) return PyList_New(0);
     pthread_mutex_lock(&self->events->lock);
     n = self->events->count;
-    memcpy(copy, self->events->events, sizeof(event_t) * n);
+    memcpy(copy, self->events->events, sizeof(event_t) * (size_t)n);
     self->events->count = 0;
     pthread_mutex_unlock(&self->events->lock);
     PyObject *out = PyList_New(n);
     if (out == NULL) return NULL;
     for (int i = 0; i < n; i++) {
-        PyObject *item = Py_BuildValue("isO", copy[i].code, copy[i].reason,
+        PyObject *item = Py_BuildValue("iNO", copy[i].code, text(copy[i].reason),
                                        copy[i].fatal ? Py_True : Py_False);
         if (item == NULL) {
             Py_DECREF(out);
@@ -340,7 +424,11 @@ static PyObject *Consumer_take_events(Consumer *self, PyObject *unused) {
     return out;
 }
 
-static PyObject *Consumer_close(Consumer *self, PyObject *unused) {
+static PyObject *Consumer_close(Consumer *self, PyObject *Py_UNUSED(unused)) {
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "the consumer is in use by another thread");
+        return NULL;
+    }
     Consumer_release(self);
     Py_RETURN_NONE;
 }
@@ -371,7 +459,7 @@ static int fill_binary(rd_kafka_message_t **rows, Py_ssize_t n, int which, PyObj
     PyObject *validity = NULL;
     if (nulls) {
         validity = PyBytes_FromStringAndSize(NULL, (n + 7) / 8);
-        if (validity) memset(PyBytes_AS_STRING(validity), 0, (n + 7) / 8);
+        if (validity) memset(PyBytes_AS_STRING(validity), 0, (size_t)((n + 7) / 8));
     }
     if (offsets == NULL || data == NULL || (nulls && validity == NULL)) {
         Py_XDECREF(offsets);
@@ -396,7 +484,7 @@ static int fill_binary(rd_kafka_message_t **rows, Py_ssize_t n, int which, PyObj
     off[n] = at;
     *offsets_out = offsets;
     *data_out = data;
-    *validity_out = validity ? validity : (Py_INCREF(Py_None), Py_None);
+    *validity_out = validity ? validity : Py_NewRef(Py_None);
     return 0;
 }
 
@@ -420,14 +508,22 @@ static PyObject *Consumer_consume(Consumer *self, PyObject *args) {
     long long nxt, until;
     Py_ssize_t max_messages, max_bytes;
     double timeout_s;
-    REQUIRE_OPEN(self);
     if (!PyArg_ParseTuple(args, "iLLndn", &partition, &nxt, &until, &max_messages, &timeout_s,
                           &max_bytes))
         return NULL;
     if (max_messages < 1) max_messages = 1;
+    if (max_bytes < 1) max_bytes = 1; /* else nothing would ever be read */
+    if ((size_t)max_messages > SIZE_MAX / sizeof(void *)) return PyErr_NoMemory();
+    /* (int) of a double beyond INT_MAX is undefined: a day is as good as forever here. */
+    if (!(timeout_s <= 86400.0)) timeout_s = timeout_s > 0 ? 86400.0 : 0.0;
+    if (!enter(self)) return NULL;
     if ((size_t)max_messages > self->msgs_cap) {
-        rd_kafka_message_t **grown = PyMem_RawRealloc(self->msgs, sizeof(void *) * max_messages);
-        if (grown == NULL) return PyErr_NoMemory();
+        rd_kafka_message_t **grown =
+            PyMem_RawRealloc(self->msgs, sizeof(void *) * (size_t)max_messages);
+        if (grown == NULL) {
+            self->busy = 0;
+            return PyErr_NoMemory();
+        }
         self->msgs = grown;
         self->msgs_cap = (size_t)max_messages;
     }
@@ -437,16 +533,23 @@ static PyObject *Consumer_consume(Consumer *self, PyObject *args) {
     int event_seen = 0;
     double deadline = now_s() + timeout_s;
     Py_BEGIN_ALLOW_THREADS
-    /* In chunks, so that a batch of large records stops at max_bytes (one Arrow batch's int32
-     * offsets hold 2 GiB); the first chunk waits, later ones take what the deadline allows. */
+    /* In chunks, so that a batch of large records stops near max_bytes (one Arrow batch's
+     * int32 offsets hold 2 GiB): the first chunk is small, and later ones are sized from the
+     * mean record size so far. Each waits what is left of the deadline. */
     while (got < max_messages && bytes < max_bytes && !event_seen) {
         double left = deadline - now_s();
         int wait_ms = left > 0 ? (int)(left * 1000.0 + 0.5) : 0;
         Py_ssize_t chunk = max_messages - got;
-        if (chunk > 4096) chunk = 4096;
+        Py_ssize_t cap = 256;
+        if (got > 0) {
+            int64_t mean = bytes / got + 1;
+            int64_t fits = (max_bytes - bytes) / mean + 1;
+            cap = fits < 4096 ? (Py_ssize_t)fits : 4096;
+        }
+        if (chunk > cap) chunk = cap;
         ssize_t n = rk.consume_batch_queue(self->queue, wait_ms, msgs + got, (size_t)chunk);
         if (n <= 0) break;
-        for (ssize_t i = got; i < got + n; i++) {
+        for (Py_ssize_t i = got; i < got + n; i++) {
             if (msgs[i]->err) event_seen = 1;
             else bytes += (int64_t)msgs[i]->len + (int64_t)msgs[i]->key_len;
         }
@@ -454,26 +557,26 @@ static PyObject *Consumer_consume(Consumer *self, PyObject *args) {
         if (wait_ms == 0 && n < chunk) break;
     }
     Py_END_ALLOW_THREADS
-    if (got == 0) Py_RETURN_NONE;
+    if (got == 0) {
+        self->busy = 0;
+        Py_RETURN_NONE;
+    }
 
-    /* One pass: keep in-range records in place (msgs[0..kept)), note events. Records of another
-     * partition cannot be queued (one partition is assigned; librdkafka drops outdated ones). */
+    /* One pass: keep in-range records in place (msgs[0..kept)), note events, and destroy
+     * everything else at once, so that from here on only msgs[0..kept) is ours to destroy.
+     * Records of another partition cannot be queued (one partition is assigned; librdkafka
+     * drops outdated ones). */
     Py_ssize_t kept = 0;
     long long last = -1;
     int beyond = 0, have_eof = 0, out_of_range = 0, err_code = 0;
     long long eof = 0;
     char err_reason[512] = "";
+    size_t err_len = 0;
     Py_ssize_t i;
-    rd_kafka_message_t **drop = PyMem_RawMalloc(sizeof(void *) * got);
-    Py_ssize_t dropped = 0;
-    if (drop == NULL) {
-        for (i = 0; i < got; i++) rk.message_destroy(msgs[i]);
-        return PyErr_NoMemory();
-    }
     for (i = 0; i < got; i++) {
         rd_kafka_message_t *m = msgs[i];
         if (out_of_range || err_code) {
-            drop[dropped++] = m;
+            rk.message_destroy(m);
             continue;
         }
         if (m->err == 0 && m->partition == partition) {
@@ -491,18 +594,18 @@ static PyObject *Consumer_consume(Consumer *self, PyObject *args) {
             out_of_range = 1;
         } else if (m->err != 0) {
             err_code = m->err;
+            /* An error event's payload is its reason (not NUL-terminated). */
             if (m->payload != NULL && m->len > 0) {
-                size_t len = m->len < sizeof(err_reason) - 1 ? m->len : sizeof(err_reason) - 1;
-                memcpy(err_reason, m->payload, len);
-                err_reason[len] = '\0';
+                err_len = m->len < sizeof(err_reason) - 1 ? m->len : sizeof(err_reason) - 1;
+                memcpy(err_reason, m->payload, err_len);
             } else {
-                snprintf(err_reason, sizeof(err_reason), "%s", rk.err2str(m->err));
+                const char *why = rk.err2str(m->err);
+                snprintf(err_reason, sizeof(err_reason), "%s", why ? why : "");
+                err_len = strlen(err_reason);
             }
         }
-        drop[dropped++] = m;
+        rk.message_destroy(m);
     }
-    for (i = 0; i < dropped; i++) rk.message_destroy(drop[i]);
-    PyMem_RawFree(drop);
 
     PyObject *columns = NULL, *result = NULL;
     PyObject *ko = NULL, *kd = NULL, *kv = NULL, *vo = NULL, *vd = NULL, *vv = NULL;
@@ -531,9 +634,9 @@ static PyObject *Consumer_consume(Consumer *self, PyObject *args) {
     {
         PyObject *eof_obj = out_of_range ? PyLong_FromLong(-1)
                             : have_eof   ? PyLong_FromLongLong(eof)
-                                         : (Py_INCREF(Py_None), Py_None);
-        PyObject *error = err_code ? Py_BuildValue("is", err_code, err_reason)
-                                   : (Py_INCREF(Py_None), Py_None);
+                                         : Py_NewRef(Py_None);
+        PyObject *error = err_code ? Py_BuildValue("iN", err_code, text_n(err_reason, err_len))
+                                   : Py_NewRef(Py_None);
         if (eof_obj != NULL && error != NULL) {
             result = Py_BuildValue("nOLOOO", err_code ? (Py_ssize_t)0 : kept,
                                    columns ? columns : Py_None, last, beyond ? Py_True : Py_False,
@@ -544,6 +647,7 @@ static PyObject *Consumer_consume(Consumer *self, PyObject *args) {
     }
 done:
     for (i = 0; i < kept; i++) rk.message_destroy(msgs[i]);
+    self->busy = 0;
     Py_XDECREF(columns);
     Py_XDECREF(ko);
     Py_XDECREF(kd);
@@ -566,7 +670,8 @@ static PyMethodDef Consumer_methods[] = {
      "watermarks(topic, partition, timeout_ms) -> (low, high), asked of the broker."},
     {"take_events", (PyCFunction)Consumer_take_events, METH_NOARGS,
      "The error events reported since the last call: [(code, reason, fatal)]."},
-    {"close", (PyCFunction)Consumer_close, METH_NOARGS, "Close the consumer (idempotent)."},
+    {"close", (PyCFunction)Consumer_close, METH_NOARGS,
+     "Close the consumer (idempotent; refused while another thread uses it)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -582,10 +687,14 @@ static PyTypeObject ConsumerType = {
     .tp_methods = Consumer_methods,
 };
 
-static PyObject *set_failure(PyObject *self, PyObject *cls) {
-    Py_XDECREF(KafkaFailure);
-    Py_INCREF(cls);
-    KafkaFailure = cls;
+static PyObject *set_failure(PyObject *Py_UNUSED(self), PyObject *cls) {
+    /* fail() raises cls(code, reason): anything but an exception class would raise a
+     * SystemError in its place. */
+    if (!PyExceptionClass_Check(cls)) {
+        PyErr_SetString(PyExc_TypeError, "set_failure() takes an exception class");
+        return NULL;
+    }
+    Py_XSETREF(KafkaFailure, Py_NewRef(cls));
     Py_RETURN_NONE;
 }
 
@@ -596,8 +705,11 @@ static PyMethodDef module_methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_rdkafka_arrow",
-    "librdkafka straight into Arrow buffers (see kafka_direct.native).", -1, module_methods,
+    PyModuleDef_HEAD_INIT,
+    .m_name = "_rdkafka_arrow",
+    .m_doc = "librdkafka straight into Arrow buffers (see kafka_direct.native).",
+    .m_size = -1,
+    .m_methods = module_methods,
 };
 
 PyMODINIT_FUNC PyInit__rdkafka_arrow(void) {
