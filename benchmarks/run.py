@@ -133,6 +133,11 @@ def run(config: Config, argv: list[str] | None = None) -> Results:
                 many = spark.stream(topic, {"maxOffsetsPerTrigger": str(per_trigger)})
                 many_tasks = task_stats(stats_dir, topic, t0, time.time())
                 results.many_batches = {"max_offsets_per_trigger": per_trigger, **many}
+                log("the same micro-batches from a source that reads no Kafka (Spark's floor)")
+                per_partition = per_partition_counts(per_trigger, config.partitions)
+                results.many_floor = spark.floor_stream(
+                    per_partition, config.size, many["micro_batches"]
+                )
                 results.pool = pool_summary(many_tasks, many["micro_batches"])
 
                 # Every read of the data set in this run (warm-up and rounds included), for the

@@ -76,6 +76,14 @@ def render(results: Results) -> str:
             "Spark's median breakdown (ms): "
             + ", ".join(f"{k} {v:.0f}" for k, v in mb["median_duration_ms"].items())
         )
+        if "floor_median_duration_ms" in mb:
+            floor = mb["floor_median_duration_ms"]
+            lines.append(
+                "  the same micro-batches from the no-Kafka source (Spark's floor, ms): "
+                + ", ".join(f"{k} {v:.0f}" for k, v in floor.items())
+                + f"; kafka_direct's median micro-batch is "
+                f"{_fmt(mb['kafka_direct_ms_per_micro_batch_beyond_floor'], '.0f')} ms longer"
+            )
     lines.append(f"best round of each mode (x best raw): {best}")
     fixed = results.fixed
     if fixed:

@@ -28,6 +28,8 @@ class Results:
     summary: dict[str, Any] = field(default_factory=dict)
     fixed: dict[str, Any] = field(default_factory=dict)
     many_batches: dict[str, Any] = field(default_factory=dict)
+    #: The same micro-batches from the no-Kafka source (Spark's cost per micro-batch).
+    many_floor: dict[str, Any] = field(default_factory=dict)
     latency: dict[str, Any] = field(default_factory=dict)
     memory: dict[str, Any] = field(default_factory=dict)
     pool: dict[str, Any] = field(default_factory=dict)
@@ -72,6 +74,14 @@ def machine_info() -> dict[str, Any]:
         # This interpreter's; Spark's Python workers run the same one (PYSPARK_PYTHON).
         "read_path": native.status(),
         "versions": versions,
+    }
+
+
+def _median_durations(progress: list[dict[str, Any]]) -> dict[str, float]:
+    """Spark's ``durationMs`` breakdown of micro-batches, the median of each part."""
+    return {
+        k: median([p["durationMs"].get(k, 0) for p in progress])
+        for k in sorted({k for p in progress for k in p["durationMs"]})
     }
 
 
@@ -127,11 +137,16 @@ def summarise(results: Results, config: Config, expected_bytes: int) -> None:
             if n > 1
             else None,
             # Spark's own breakdown of a micro-batch (median ms): latestOffset is our planning.
-            "median_duration_ms": {
-                k: median([p["durationMs"].get(k, 0) for p in data])
-                for k in sorted({k for p in data for k in p["durationMs"]})
-            },
+            "median_duration_ms": _median_durations(data),
         }
+        floor = [p for p in results.many_floor.get("progress", []) if p["numInputRows"]]
+        if floor:
+            # Compared median to median: the micro-batches of both runs have the same size.
+            durations = _median_durations(floor)
+            s["many_batches"]["floor_median_duration_ms"] = durations
+            s["many_batches"]["kafka_direct_ms_per_micro_batch_beyond_floor"] = s["many_batches"][
+                "median_duration_ms"
+            ].get("triggerExecution", 0.0) - durations.get("triggerExecution", 0.0)
     results.summary = s
     checks = {}
     for i, rnd in enumerate(results.rounds):

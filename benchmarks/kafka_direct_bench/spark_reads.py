@@ -205,5 +205,35 @@ class SparkReads:
         out.update(cpu_used(cpu, rows))
         return out
 
+    def floor_stream(self, counts: list[int], size: int, micro_batches: int) -> dict[str, Any]:
+        """The no-Kafka source as a stream into the same ``foreachBatch`` as :meth:`stream`,
+        ``counts`` rows per partition per micro-batch, until ``micro_batches`` have run: what
+        a micro-batch costs in Spark whatever the source."""
+        from pyspark.sql import functions as F
+
+        def each(df: Any, _batch_id: int) -> None:
+            df.agg(F.count(F.lit(1)).alias("n"), F.sum(F.length("value")).alias("b")).collect()
+
+        options = {"counts": ",".join(map(str, counts)), "size": str(size),
+                   "batch": str(self.arrow_batch)}  # fmt: skip
+        checkpoint = self.work_dir / f"ckpt-floor-{uuid.uuid4().hex[:8]}"
+        query = (
+            self.spark.readStream.format("kafka_direct_bench_floor")
+            .options(**options)
+            .load()
+            .writeStream.foreachBatch(each)
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(processingTime="0 seconds")
+            .start()
+        )
+        try:
+            while len(query.recentProgress) < micro_batches and query.isActive:
+                time.sleep(0.05)
+        finally:
+            query.stop()
+        progress = [p for p in _progress_list(query) if p["numInputRows"]][:micro_batches]
+        shutil.rmtree(checkpoint, ignore_errors=True)
+        return {"micro_batches": len(progress), "progress": progress}
+
     def stop(self) -> None:
         self.spark.stop()
