@@ -59,6 +59,7 @@ typedef struct {
 } rd_kafka_topic_partition_t;
 
 typedef struct rd_kafka_topic_partition_list_s rd_kafka_topic_partition_list_t;
+typedef struct rd_kafka_headers_s rd_kafka_headers_t;
 
 #define RD_KAFKA_CONSUMER 1
 #define RD_KAFKA_CONF_OK 0
@@ -86,6 +87,10 @@ static struct {
     ssize_t (*consume_batch_queue)(rd_kafka_queue_t *, int, rd_kafka_message_t **, size_t);
     void (*message_destroy)(rd_kafka_message_t *);
     int64_t (*message_timestamp)(const rd_kafka_message_t *, int *);
+    int (*message_headers)(const rd_kafka_message_t *, rd_kafka_headers_t **);
+    size_t (*header_cnt)(const rd_kafka_headers_t *);
+    int (*header_get_all)(const rd_kafka_headers_t *, size_t, const char **, const void **,
+                          size_t *);
     int (*query_watermark_offsets)(rd_kafka_t *, const char *, int32_t, int64_t *, int64_t *, int);
     const char *(*err2str)(int);
     int (*fatal_error)(rd_kafka_t *, char *, size_t);
@@ -137,6 +142,9 @@ static PyObject *load(PyObject *Py_UNUSED(self), PyObject *args) {
     SYM(consume_batch_queue, "rd_kafka_consume_batch_queue");
     SYM(message_destroy, "rd_kafka_message_destroy");
     SYM(message_timestamp, "rd_kafka_message_timestamp");
+    SYM(message_headers, "rd_kafka_message_headers");
+    SYM(header_cnt, "rd_kafka_header_cnt");
+    SYM(header_get_all, "rd_kafka_header_get_all");
     SYM(query_watermark_offsets, "rd_kafka_query_watermark_offsets");
     SYM(err2str, "rd_kafka_err2str");
     SYM(fatal_error, "rd_kafka_fatal_error");
@@ -488,7 +496,96 @@ static int fill_binary(rd_kafka_message_t **rows, Py_ssize_t n, int which, PyObj
     return 0;
 }
 
-/* consume(partition, nxt, until, max_messages, timeout_s, max_bytes)
+/* The records' headers as the buffers of Spark's headers column, an Arrow
+ * list<struct<key: string, value: binary>>: (list_validity, list_offsets, key_offsets, key_data,
+ * value_offsets, value_data, value_validity, count). As Spark's KafkaRecordToRowConverter does, a
+ * record without headers gets a null list, not an empty one; a header may have a null value.
+ * Validity bitmaps are None when nothing is null. */
+static PyObject *fill_headers(rd_kafka_message_t **rows, Py_ssize_t n) {
+    int64_t count = 0, key_bytes = 0, value_bytes = 0;
+    Py_ssize_t null_lists = 0, null_values = 0, i;
+    size_t j, c;
+    const char *name;
+    const void *value;
+    size_t size;
+    for (i = 0; i < n; i++) {
+        rd_kafka_headers_t *hdrs = NULL;
+        if (rk.message_headers(rows[i], &hdrs) != 0 || hdrs == NULL ||
+            (c = rk.header_cnt(hdrs)) == 0) {
+            null_lists++;
+            continue;
+        }
+        for (j = 0; j < c; j++) {
+            if (rk.header_get_all(hdrs, j, &name, &value, &size) != 0) continue;
+            key_bytes += (int64_t)strlen(name);
+            if (value == NULL) null_values++;
+            else value_bytes += (int64_t)size;
+            count++;
+        }
+    }
+    if (count > INT32_MAX || key_bytes > INT32_MAX || value_bytes > INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "more than 2 GiB of headers in one Arrow batch");
+        return NULL;
+    }
+    PyObject *lv = null_lists ? PyBytes_FromStringAndSize(NULL, (n + 7) / 8) : Py_NewRef(Py_None);
+    PyObject *lo = PyBytes_FromStringAndSize(NULL, (n + 1) * 4);
+    PyObject *ko = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(count + 1) * 4);
+    PyObject *kd = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)key_bytes);
+    PyObject *vo = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(count + 1) * 4);
+    PyObject *vd = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)value_bytes);
+    PyObject *vv = null_values ? PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(count + 7) / 8)
+                               : Py_NewRef(Py_None);
+    PyObject *result = NULL;
+    if (lv == NULL || lo == NULL || ko == NULL || kd == NULL || vo == NULL || vd == NULL ||
+        vv == NULL)
+        goto done;
+    uint8_t *list_bits = lv == Py_None ? NULL : (uint8_t *)PyBytes_AS_STRING(lv);
+    uint8_t *value_bits = vv == Py_None ? NULL : (uint8_t *)PyBytes_AS_STRING(vv);
+    if (list_bits) memset(list_bits, 0, (size_t)((n + 7) / 8));
+    if (value_bits) memset(value_bits, 0, (size_t)((count + 7) / 8));
+    int32_t *list_off = (int32_t *)PyBytes_AS_STRING(lo);
+    int32_t *key_off = (int32_t *)PyBytes_AS_STRING(ko);
+    int32_t *value_off = (int32_t *)PyBytes_AS_STRING(vo);
+    char *key_data = PyBytes_AS_STRING(kd), *value_data = PyBytes_AS_STRING(vd);
+    int32_t h = 0, key_at = 0, value_at = 0;
+    for (i = 0; i < n; i++) {
+        rd_kafka_headers_t *hdrs = NULL;
+        list_off[i] = h;
+        if (rk.message_headers(rows[i], &hdrs) != 0 || hdrs == NULL ||
+            (c = rk.header_cnt(hdrs)) == 0)
+            continue;
+        if (list_bits) list_bits[i >> 3] |= (uint8_t)(1u << (i & 7));
+        for (j = 0; j < c; j++) {
+            if (rk.header_get_all(hdrs, j, &name, &value, &size) != 0) continue;
+            size_t name_len = strlen(name);
+            key_off[h] = key_at;
+            memcpy(key_data + key_at, name, name_len);
+            key_at += (int32_t)name_len;
+            value_off[h] = value_at;
+            if (value != NULL) {
+                memcpy(value_data + value_at, value, size);
+                value_at += (int32_t)size;
+                if (value_bits) value_bits[h >> 3] |= (uint8_t)(1u << (h & 7));
+            }
+            h++;
+        }
+    }
+    list_off[n] = h;
+    key_off[h] = key_at;
+    value_off[h] = value_at;
+    result = Py_BuildValue("OOOOOOOL", lv, lo, ko, kd, vo, vd, vv, (long long)count);
+done:
+    Py_XDECREF(lv);
+    Py_XDECREF(lo);
+    Py_XDECREF(ko);
+    Py_XDECREF(kd);
+    Py_XDECREF(vo);
+    Py_XDECREF(vd);
+    Py_XDECREF(vv);
+    return result;
+}
+
+/* consume(partition, nxt, until, max_messages, timeout_s, max_bytes[, headers])
  *
  * One read of the consumer queue, the counterpart of confluent-kafka's consume(n, timeout) plus
  * fetch._split_events and the range filter: waits until max_messages records or events came,
@@ -496,7 +593,8 @@ static int fill_binary(rd_kafka_message_t **rows, Py_ssize_t n, int which, PyObj
  *   (rows, columns, last, beyond, eof, error)
  * rows:    records kept, those with nxt <= offset < until;
  * columns: None if rows == 0, else (key_offsets, key_data, key_validity, value_offsets,
- *          value_data, value_validity, offsets, timestamps_us, timestamp_types) as bytes;
+ *          value_data, value_validity, offsets, timestamps_us, timestamp_types) as bytes, and
+ *          with headers true a tenth item, the headers' buffers (see fill_headers);
  * last:    offset of the last record taken off the queue (kept or not), or -1;
  * beyond:  whether a record at or past until came;
  * eof:     the log end if the read ended with an EOF event (an EOF followed by records is stale),
@@ -508,8 +606,9 @@ static PyObject *Consumer_consume(Consumer *self, PyObject *args) {
     long long nxt, until;
     Py_ssize_t max_messages, max_bytes;
     double timeout_s;
-    if (!PyArg_ParseTuple(args, "iLLndn", &partition, &nxt, &until, &max_messages, &timeout_s,
-                          &max_bytes))
+    int headers = 0;
+    if (!PyArg_ParseTuple(args, "iLLndn|p", &partition, &nxt, &until, &max_messages, &timeout_s,
+                          &max_bytes, &headers))
         return NULL;
     if (max_messages < 1) max_messages = 1;
     if (max_bytes < 1) max_bytes = 1; /* else nothing would ever be read */
@@ -609,7 +708,7 @@ static PyObject *Consumer_consume(Consumer *self, PyObject *args) {
 
     PyObject *columns = NULL, *result = NULL;
     PyObject *ko = NULL, *kd = NULL, *kv = NULL, *vo = NULL, *vd = NULL, *vv = NULL;
-    PyObject *offs = NULL, *stamps = NULL, *types = NULL;
+    PyObject *offs = NULL, *stamps = NULL, *types = NULL, *hdrs = NULL;
     if (kept > 0 && !err_code) {
         if (fill_binary(msgs, kept, 0, &ko, &kd, &kv) < 0) goto done;
         if (fill_binary(msgs, kept, 1, &vo, &vd, &vv) < 0) goto done;
@@ -628,7 +727,13 @@ static PyObject *Consumer_consume(Consumer *self, PyObject *args) {
             ts[i] = rk.message_timestamp(msgs[i], &type) * 1000;
             tt[i] = type - 1;
         }
-        columns = PyTuple_Pack(9, ko, kd, kv, vo, vd, vv, offs, stamps, types);
+        if (headers) {
+            hdrs = fill_headers(msgs, kept);
+            if (hdrs == NULL) goto done;
+            columns = PyTuple_Pack(10, ko, kd, kv, vo, vd, vv, offs, stamps, types, hdrs);
+        } else {
+            columns = PyTuple_Pack(9, ko, kd, kv, vo, vd, vv, offs, stamps, types);
+        }
         if (columns == NULL) goto done;
     }
     {
@@ -658,6 +763,7 @@ done:
     Py_XDECREF(offs);
     Py_XDECREF(stamps);
     Py_XDECREF(types);
+    Py_XDECREF(hdrs);
     return result;
 }
 
@@ -665,7 +771,8 @@ static PyMethodDef Consumer_methods[] = {
     {"assign", (PyCFunction)Consumer_assign, METH_VARARGS,
      "assign(topic, partition, offset): assign exactly this partition from this offset."},
     {"consume", (PyCFunction)Consumer_consume, METH_VARARGS,
-     "consume(partition, nxt, until, max_messages, timeout_s, max_bytes): see the C source."},
+     "consume(partition, nxt, until, max_messages, timeout_s, max_bytes[, headers]): see the C "
+     "source."},
     {"watermarks", (PyCFunction)Consumer_watermarks, METH_VARARGS,
      "watermarks(topic, partition, timeout_ms) -> (low, high), asked of the broker."},
     {"take_events", (PyCFunction)Consumer_take_events, METH_NOARGS,

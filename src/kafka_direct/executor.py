@@ -81,8 +81,8 @@ class ExecutorSettings:
 
 
 #: Marks the config of consumers that read through the C fast path (:mod:`kafka_direct.native`).
-#: It is part of the pool key, so a fast-path consumer never serves a read with headers; the
-#: factory removes it before librdkafka sees the config.
+#: It is part of the pool key, so a pooled consumer of one kind never serves a query that asked
+#: for the other ('fastPath.enabled'); the factory removes it before librdkafka sees the config.
 FAST_PATH_KEY = "kafka_direct.fast_path"
 
 
@@ -97,7 +97,7 @@ def _new_consumer(config: Mapping[str, str]) -> PartitionConsumer:
 
 def uses_fast_path(settings: ExecutorSettings) -> bool:
     """Whether this process reads ranges of ``settings`` through the C fast path."""
-    return settings.fast_path and not settings.include_headers and native.available()
+    return settings.fast_path and native.available()
 
 
 def _attempt_number() -> int:

@@ -188,7 +188,7 @@ def _take(
     (:mod:`kafka_direct.native`) does the same in C, with no message objects.
     """
     if isinstance(pc.consumer, NativeConsumer):
-        return _take_native(pc, pc.consumer, rng, nxt, n, slice_s)
+        return _take_native(pc, pc.consumer, rng, nxt, n, slice_s, headers)
     until = rng.until_offset
     batch = None
     with _GcPaused():
@@ -227,10 +227,13 @@ def _take_native(
     nxt: int,
     n: int,
     slice_s: float,
+    headers: bool,
 ) -> tuple[bool, pa.RecordBatch | None, int, int | None]:
     """:func:`_take` on the fast path: the range filter and event scan ran in C."""
     with kafka_errors(f"Consuming {rng}"):
-        got = consumer.consume_batch(rng.topic, rng.partition, nxt, rng.until_offset, n, slice_s)
+        got = consumer.consume_batch(
+            rng.topic, rng.partition, nxt, rng.until_offset, n, slice_s, headers
+        )
     if got is None:
         return False, None, nxt, None
     batch, last, beyond, eof, error = got

@@ -13,7 +13,7 @@ It is used when all of these hold, and otherwise the Python path reads, with the
 - the extension was compiled when the package was installed (it needs a C compiler; the build
   skips it otherwise);
 - the librdkafka that confluent-kafka loaded can be found (normally the copy in its wheel);
-- the read does not include headers (``includeHeaders=true`` reads through Python);
+- the query does not set ``fastPath.enabled=false``;
 - the environment variable ``KAFKA_DIRECT_NATIVE`` is not ``0`` in the Python workers.
 
 :func:`status` says which, and why.
@@ -32,7 +32,7 @@ import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException
 
 from kafka_direct.kafka_io import ClientEvents, kafka_errors
-from kafka_direct.rows import ARROW_SCHEMA
+from kafka_direct.rows import ARROW_SCHEMA, ARROW_SCHEMA_WITH_HEADERS, HEADER_TYPE
 
 __all__ = ["DISABLE_ENV", "NativeConsumer", "available", "status"]
 
@@ -161,14 +161,21 @@ class NativeConsumer:
         return int(low), int(high)
 
     def consume_batch(
-        self, topic: str, partition: int, nxt: int, until: int, n: int, timeout_s: float
+        self,
+        topic: str,
+        partition: int,
+        nxt: int,
+        until: int,
+        n: int,
+        timeout_s: float,
+        headers: bool = False,
     ) -> tuple[pa.RecordBatch | None, int, bool, int | None, tuple[int, str] | None] | None:
         """One read of up to ``n`` records or events: ``None`` if nothing came in ``timeout_s``,
         else (batch of the records in ``[nxt, until)`` or ``None``, offset of the last record
         taken off the queue or -1, whether one at or past ``until`` came, the log end if the
         read ended in an EOF event or -1 for out of range, an error event (code, reason))."""
         try:
-            got = self._impl.consume(partition, nxt, until, n, timeout_s, MAX_BATCH_BYTES)
+            got = self._impl.consume(partition, nxt, until, n, timeout_s, MAX_BATCH_BYTES, headers)
         finally:
             self._drain_events()
         if got is None:
@@ -186,7 +193,7 @@ def _buf(data: Any) -> pa.Buffer | None:
 
 
 def _record_batch(topic: str, partition: int, n: int, columns: tuple[Any, ...]) -> pa.RecordBatch:
-    ko, kd, kv, vo, vd, vv, offsets, stamps, types = columns
+    ko, kd, kv, vo, vd, vv, offsets, stamps, types = columns[:9]
     arrays = [
         pa.Array.from_buffers(pa.binary(), n, [_buf(kv), _buf(ko), _buf(kd)]),
         pa.Array.from_buffers(pa.binary(), n, [_buf(vv), _buf(vo), _buf(vd)]),
@@ -196,7 +203,26 @@ def _record_batch(topic: str, partition: int, n: int, columns: tuple[Any, ...]) 
         pa.Array.from_buffers(_TIMESTAMP_US, n, [None, _buf(stamps)]),
         pa.Array.from_buffers(pa.int32(), n, [None, _buf(types)]),
     ]
-    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+    if len(columns) == 9:
+        return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+    arrays.append(_headers(n, columns[9]))
+    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA_WITH_HEADERS)
+
+
+def _headers(n: int, buffers: tuple[Any, ...]) -> pa.Array:
+    """Spark's headers column from the extension's buffers (see ``fill_headers`` in the C)."""
+    list_validity, list_offsets, ko, kd, vo, vd, vv, count = buffers
+    entry = HEADER_TYPE.value_type
+    pairs = pa.StructArray.from_arrays(
+        [
+            pa.Array.from_buffers(pa.string(), count, [None, _buf(ko), _buf(kd)]),
+            pa.Array.from_buffers(pa.binary(), count, [_buf(vv), _buf(vo), _buf(vd)]),
+        ],
+        fields=[entry.field(0), entry.field(1)],
+    )
+    return pa.Array.from_buffers(
+        HEADER_TYPE, n, [_buf(list_validity), _buf(list_offsets)], children=[pairs]
+    )
 
 
 def new_consumer(config: Mapping[str, str], events: ClientEvents) -> NativeConsumer:

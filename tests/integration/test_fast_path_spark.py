@@ -56,13 +56,17 @@ def test_small_arrow_batches_and_split_ranges_through_the_fast_path(
     assert _paths_used(task_stats_dir, topic) == [True] * 4
 
 
-def test_headers_are_read_through_the_python_path(
+def test_headers_through_either_path(
     make_topic: Any, reader: Any, kafka_bootstrap: str, task_stats_dir: Path
 ) -> None:
     topic = make_topic()
     produced = produce_known(kafka_bootstrap, topic, per_partition=20, headers=True)
 
-    got = rows_as_records(reader(subscribe=topic, includeHeaders="true").load())
+    fast = rows_as_records(reader(subscribe=topic, includeHeaders="true").load())
+    python = rows_as_records(
+        reader(subscribe=topic, includeHeaders="true", **{"fastPath.enabled": "false"}).load()
+    )
 
-    assert got == produced
-    assert _paths_used(task_stats_dir, topic) == [False]
+    assert fast == produced  # every header, including null-valued ones
+    assert python == produced
+    assert _paths_used(task_stats_dir, topic) == [False, True]

@@ -23,7 +23,7 @@ import kafka_direct
 from kafka_direct import native
 from kafka_direct.errors import KafkaClientError, TopicNotFoundError
 from kafka_direct.kafka_io import ClientEvents, kafka_errors, translate
-from kafka_direct.rows import ARROW_SCHEMA, to_record_batch
+from kafka_direct.rows import ARROW_SCHEMA, ARROW_SCHEMA_WITH_HEADERS, to_record_batch
 
 EXTENSION = "kafka_direct._rdkafka_arrow"
 LIBRDKAFKA = "/opt/fake/librdkafka.so.1"
@@ -247,9 +247,9 @@ def test_consumer_calls_and_events(extension: FakeExtension) -> None:
         ("assign", "t", 2, 40),
         ("watermarks", "t", 2, 2500),
         ("watermarks", "t", 2, 1),  # never 0 ms: that would not wait at all
-        ("consume", 2, 40, 50, 10, 0.2, native.MAX_BATCH_BYTES),
-        ("consume", 2, 45, 50, 5, 0.2, native.MAX_BATCH_BYTES),
-        ("consume", 2, 45, 50, 5, 0.2, native.MAX_BATCH_BYTES),
+        ("consume", 2, 40, 50, 10, 0.2, native.MAX_BATCH_BYTES, False),
+        ("consume", 2, 45, 50, 5, 0.2, native.MAX_BATCH_BYTES, False),
+        ("consume", 2, 45, 50, 5, 0.2, native.MAX_BATCH_BYTES, False),
         ("close",),
     ]
     assert "Connection refused" in events.summary()
@@ -370,3 +370,32 @@ def test_record_batch_without_nulls_has_no_validity_bitmaps() -> None:
     assert batch.column("key").to_pylist() == [b"a", b"", b"c"]
     assert batch.column("value").to_pylist() == [b"", b"x", b"yy"]
     assert batch.column("key").null_count == batch.column("value").null_count == 0
+
+
+def test_record_batch_with_headers_from_hand_made_buffers() -> None:
+    """Three records: no headers (a null list), two headers (one with a null value), one."""
+    columns = (
+        *binary_buffers([b"k0", b"k1", b"k2"]),
+        *binary_buffers([b"v0", b"v1", b"v2"]),
+        i64(0, 1, 2),
+        i64(0, 0, 0),
+        i32(0, 0, 0),
+        (
+            bytes([0b110]),  # the first record's list is null
+            i32(0, 0, 2, 3),
+            i32(0, 1, 2, 4),
+            b"abcd",  # keys "a", "b", "cd"
+            i32(0, 1, 1, 3),
+            b"xyz",  # values b"x", null, b"yz"
+            bytes([0b101]),
+            3,
+        ),
+    )
+    batch = native._record_batch("t", 0, 3, columns)
+    batch.validate(full=True)
+    assert batch.schema == ARROW_SCHEMA_WITH_HEADERS
+    assert batch.column("headers").to_pylist() == [
+        None,
+        [{"key": "a", "value": b"x"}, {"key": "b", "value": None}],
+        [{"key": "cd", "value": b"yz"}],
+    ]
