@@ -141,15 +141,21 @@ def fetch_range(
     timeout_s = poll_timeout_ms / 1000.0
     slice_s = min(CONSUME_SLICE_S, timeout_s)
     deadline = time.monotonic() + timeout_s
+    events = pc.events
+    # Only client events since this read last made progress count (see ClientEvents).
+    mark = events.mark() if events is not None else 0
     while nxt < until:
         n = min(until - nxt, batch_size)
         got, batch, nxt, eof = _take(pc, rng, nxt, n, slice_s, include_headers)
         if not got:
-            if pc.events is not None and pc.events.config_error is not None:
-                raise pc.events.config_error  # authentication, TLS: waiting cannot help
+            fatal = events.config_error(mark) if events is not None else None
+            if fatal is not None:
+                raise fatal  # authentication, TLS: waiting cannot help
             if time.monotonic() > deadline:
-                raise _timeout(rng, nxt, poll_timeout_ms, pc.events)
+                raise _timeout(rng, nxt, poll_timeout_ms, events)
             continue
+        if events is not None:
+            mark = events.mark()
         deadline = time.monotonic() + timeout_s
         if eof is not None and eof != _OUT_OF_RANGE:
             # A trailing EOF: the queue now stands at the log end, even when the range was

@@ -108,31 +108,53 @@ class ClientEvents:
 
     librdkafka recovers from most of these by itself (a broker restarting, a lost connection),
     so they do not fail anything here; they explain a failure or a timeout that follows. Errors
-    that retrying cannot fix (authentication, TLS, a fatal client error) are kept in
-    ``config_error`` so that callers can stop waiting. Thread-safe: librdkafka calls it from
-    ``poll``/``consume`` in whichever thread runs them.
+    that retrying cannot fix (authentication, TLS, a fatal client error) let callers stop
+    waiting: see :meth:`config_error`. Thread-safe: librdkafka calls it from ``poll``/``consume``
+    in whichever thread runs them.
     """
 
     def __init__(self, client: str, keep: int = 8) -> None:
         self._client = client
         self._events: deque[tuple[str, str]] = deque(maxlen=keep)
         self._lock = threading.Lock()
-        self.config_error: KafkaClientError | None = None
+        self._count = 0
+        #: (event number, name, text, fatal) of recent authentication/TLS/fatal events.
+        self._config_events: deque[tuple[int, str, str, bool]] = deque(maxlen=keep)
 
     def __call__(self, error: KafkaError) -> None:
         # Without librdkafka's timing suffix, a repeated event reads the same every time.
         name, text = error.name(), _TIMING.sub("", error.str())
         with self._lock:
+            self._count += 1
             new = (name, text) not in self._events
             self._events.append((name, text))
-            if (name in _CONFIG_ERRORS or error.fatal()) and self.config_error is None:
-                self.config_error = KafkaClientError(
-                    f"{self._client}: {_with_hint(name, text)} ({name})",
-                    code=name,
-                    retriable=False,
-                )
+            if name in _CONFIG_ERRORS or error.fatal():
+                self._config_events.append((self._count, name, text, bool(error.fatal())))
         if new:  # librdkafka repeats its events at every reconnect attempt
             log.warning("%s reported: %s (%s)", self._client, text, name)
+
+    def mark(self) -> int:
+        """A point in the event stream, for :meth:`config_error`."""
+        with self._lock:
+            return self._count
+
+    def config_error(self, since: int = 0) -> KafkaClientError | None:
+        """An error that waiting cannot fix, reported after ``since`` (a :meth:`mark`), or None.
+
+        A fatal error counts at once. Authentication and TLS errors count when reported at least
+        twice: librdkafka reports a real one again at every reconnect, while a broker restarting
+        in the middle of a handshake gives one that the next connection clears. Callers take a
+        mark when they start, and again whenever they make progress, so an old event never
+        fails a later call.
+        """
+        with self._lock:
+            recent = [e for e in self._config_events if e[0] > since]
+        if not recent or (len(recent) < 2 and not any(fatal for *_, fatal in recent)):
+            return None
+        _, name, text, _ = recent[-1]
+        return KafkaClientError(
+            f"{self._client}: {_with_hint(name, text)} ({name})", code=name, retriable=False
+        )
 
     def summary(self) -> str:
         """The distinct causes reported so far, newest first, with what to check; or ''."""

@@ -196,6 +196,8 @@ class AdminOffsetReader:
         return self._retrying("list offsets", call)
 
     def _retrying(self, what: str, call: Callable[[], T]) -> T:
+        # The admin client lives as long as the query: only events of this call count.
+        mark = self._events.mark() if self._events is not None else 0
         for attempt in range(self._num_retries + 1):
             try:
                 return call()
@@ -203,12 +205,11 @@ class AdminOffsetReader:
                 raise
             except KafkaClientError as exc:
                 events = self._client_said()
-                if events is not None and events.config_error is not None:
+                fatal = events.config_error(mark) if events is not None else None
+                if fatal is not None:
                     # Authentication, TLS: another attempt would fail the same way.
                     raise KafkaClientError(
-                        f"Could not {what}: {events.config_error}",
-                        code=events.config_error.code,
-                        retriable=False,
+                        f"Could not {what}: {fatal}", code=fatal.code, retriable=False
                     ) from exc
                 if attempt >= self._num_retries:
                     said = events.summary() if events is not None else ""

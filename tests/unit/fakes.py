@@ -332,6 +332,7 @@ class FakeConsumer:
         self.paused = False  # the broker answers no fetch at all
         self.held_rounds = 0  # the next N fetch rounds bring nothing (fetch in flight)
         self.raise_on_consume: BaseException | None = None  # one-shot
+        self.on_consume: Callable[[], None] | None = None  # e.g. a client event per call
         self.raise_on_assign: BaseException | None = None  # one-shot
         self.raise_on_watermarks: BaseException | None = None  # one-shot
         # Internal state.
@@ -369,6 +370,8 @@ class FakeConsumer:
             raise AssertionError("the fetcher must never consume without a timeout")
         record = CallRecord(num_messages, timeout, self._app_pos)
         self.calls.append(record)
+        if self.on_consume is not None:
+            self.on_consume()
         if len(self.calls) > self.max_calls:
             raise AssertionError(f"runaway fetch loop: {len(self.calls)} consume calls")
         if self.raise_on_consume is not None:

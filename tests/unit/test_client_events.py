@@ -106,12 +106,50 @@ def test_newest_two_distinct_causes_first() -> None:
 def test_only_errors_that_retrying_cannot_fix_stop_the_wait(event: KafkaError, stops: bool) -> None:
     recorder = ClientEvents("The admin client")
     recorder(event)
+    recorder(event)  # librdkafka reports a real one again at every reconnect
+    error = recorder.config_error()
     if stops:
-        assert isinstance(recorder.config_error, KafkaClientError)
-        assert recorder.config_error.retriable is False
-        assert str(recorder.config_error).startswith("The admin client: ")
+        assert isinstance(error, KafkaClientError)
+        assert error.retriable is False
+        assert str(error).startswith("The admin client: ")
     else:
-        assert recorder.config_error is None
+        assert error is None
+
+
+@pytest.mark.parametrize(
+    ("events", "stops"),
+    [
+        ([TLS], False),  # once: a broker restarting mid-handshake; the next connection clears it
+        ([AUTH], False),
+        ([TLS, REFUSED, TLS], True),
+        ([KafkaError(KafkaError._FENCED, "fenced", fatal=True)], True),  # fatal: at once
+    ],
+    ids=["tls-once", "auth-once", "tls-twice", "fatal-once"],
+)
+def test_a_config_error_must_repeat_unless_fatal(events: list[KafkaError], stops: bool) -> None:
+    recorder = ClientEvents("c")
+    for event in events:
+        recorder(event)
+    assert (recorder.config_error() is not None) == stops
+
+
+def test_only_events_after_the_mark_count() -> None:
+    recorder = ClientEvents("c")
+    recorder(AUTH)
+    recorder(AUTH)
+    mark = recorder.mark()
+    assert recorder.config_error() is not None
+    assert recorder.config_error(mark) is None  # an old failure never fails a later call
+    recorder(AUTH)
+    recorder(AUTH)
+    assert recorder.config_error(mark) is not None
+
+
+def test_each_config_error_is_a_fresh_exception() -> None:
+    recorder = ClientEvents("c")
+    recorder(TLS)
+    recorder(TLS)
+    assert recorder.config_error() is not recorder.config_error()  # tracebacks do not pile up
 
 
 def test_each_distinct_event_is_logged_once(caplog: pytest.LogCaptureFixture) -> None:
@@ -175,7 +213,7 @@ def test_a_config_error_stops_the_fetch_without_waiting_the_poll_timeout(
     fake = FakeConsumer(FakeLog.plain(50), clock=clock)
     fake.paused = True
     events = ClientEvents("The executor's Kafka consumer")
-    events(AUTH)
+    fake.on_consume = lambda: events(AUTH)  # reported again at every reconnect attempt
     with pytest.raises(KafkaClientError, match=r"kafka\.sasl\.password") as info:
         _read(PartitionConsumer(fake, events), 0, 50)
     assert not isinstance(info.value, FetchTimeoutError)
@@ -233,7 +271,7 @@ def test_the_admin_error_names_the_servers_and_the_cause() -> None:
 def test_failed_authentication_is_not_retried() -> None:
     admins: list[FailingAdmin] = []
     with pytest.raises(KafkaClientError) as info:
-        _reader([AUTH], admins).topic_partitions()
+        _reader([AUTH, AUTH], admins).topic_partitions()
     assert admins[0].requests == 1
     assert info.value.code == "_AUTHENTICATION"
     assert info.value.retriable is False
@@ -250,3 +288,17 @@ def test_the_reader_pickles_without_its_client_or_events() -> None:
     reader._events = ClientEvents("c")
     clone = pickle.loads(pickle.dumps(reader))
     assert clone._admin is None and clone._events is None
+
+
+def test_an_old_tls_event_does_not_stop_the_retries_of_a_later_call() -> None:
+    """The admin client lives as long as the query; a TLS hiccup long ago must not turn a later
+    transport failure into a non-retriable TLS error."""
+    admins: list[FailingAdmin] = []
+    reader = _reader([TLS, TLS], admins)
+    with pytest.raises(KafkaClientError):
+        reader.topic_partitions()  # the TLS events of this call stop it at once
+    assert admins[0].requests == 1
+    with pytest.raises(KafkaClientError) as info:
+        reader.topic_partitions()  # nothing new reported: retried, and the cause is the failure
+    assert admins[0].requests == 1 + 3
+    assert "after 3 attempts" in str(info.value)
