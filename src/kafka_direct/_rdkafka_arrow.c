@@ -95,6 +95,7 @@ static struct {
     const char *(*err2str)(int);
     int (*fatal_error)(rd_kafka_t *, char *, size_t);
     const char *(*version_str)(void);
+    int (*last_error)(void);
 } rk;
 
 static int rk_loaded = 0;
@@ -149,6 +150,7 @@ static PyObject *load(PyObject *Py_UNUSED(self), PyObject *args) {
     SYM(err2str, "rd_kafka_err2str");
     SYM(fatal_error, "rd_kafka_fatal_error");
     SYM(version_str, "rd_kafka_version_str");
+    SYM(last_error, "rd_kafka_last_error");
     rk_loaded = 1;
     return PyUnicode_FromString(rk.version_str());
 }
@@ -629,17 +631,18 @@ static PyObject *Consumer_consume(Consumer *self, PyObject *args) {
     rd_kafka_message_t **msgs = self->msgs;
     Py_ssize_t got = 0;
     int64_t bytes = 0;
-    int event_seen = 0;
+    int event_seen = 0, failed = 0;
     double deadline = now_s() + timeout_s;
     Py_BEGIN_ALLOW_THREADS
     /* In chunks, so that a batch of large records stops near max_bytes (one Arrow batch's
-     * int32 offsets hold 2 GiB): the first chunk is small, and later ones are sized from the
-     * mean record size so far. Each waits what is left of the deadline. */
+     * int32 offsets hold 2 GiB): the first chunk is small (16 records of even 100 MB fit),
+     * and later ones are sized from the mean record size so far. Each waits what is left of
+     * the deadline. */
     while (got < max_messages && bytes < max_bytes && !event_seen) {
         double left = deadline - now_s();
         int wait_ms = left > 0 ? (int)(left * 1000.0 + 0.5) : 0;
         Py_ssize_t chunk = max_messages - got;
-        Py_ssize_t cap = 256;
+        Py_ssize_t cap = 16;
         if (got > 0) {
             int64_t mean = bytes / got + 1;
             int64_t fits = (max_bytes - bytes) / mean + 1;
@@ -647,7 +650,12 @@ static PyObject *Consumer_consume(Consumer *self, PyObject *args) {
         }
         if (chunk > cap) chunk = cap;
         ssize_t n = rk.consume_batch_queue(self->queue, wait_ms, msgs + got, (size_t)chunk);
-        if (n <= 0) break;
+        if (n < 0) {
+            /* As confluent-kafka's consume() does: the call itself failed. */
+            failed = rk.last_error();
+            break;
+        }
+        if (n == 0) break;
         for (Py_ssize_t i = got; i < got + n; i++) {
             if (msgs[i]->err) event_seen = 1;
             else bytes += (int64_t)msgs[i]->len + (int64_t)msgs[i]->key_len;
@@ -658,6 +666,7 @@ static PyObject *Consumer_consume(Consumer *self, PyObject *args) {
     Py_END_ALLOW_THREADS
     if (got == 0) {
         self->busy = 0;
+        if (failed) return fail(failed, rk.err2str(failed));
         Py_RETURN_NONE;
     }
 

@@ -100,6 +100,10 @@ class PartitionConsumer:
         self.record_bytes: float | None = None
         self._assigned: tuple[str, int] | None = None
 
+    def note_sizes(self, batch: pa.RecordBatch) -> None:
+        """Remember the mean key + value size of ``batch``'s records (for the skip-ahead limit)."""
+        self.record_bytes = (batch.column(0).nbytes + batch.column(1).nbytes) / batch.num_rows
+
     def skip_ahead_limit(self) -> int:
         """How many offsets ahead a range may start and still be reached by reading forward."""
         if self.record_bytes is None:
@@ -221,7 +225,7 @@ def _take(
                 rows = data if hi - lo == len(data) else data[lo:hi]
                 batch = to_record_batch(rng.topic, rng.partition, rows, headers)
                 del rows
-                pc.record_bytes = (batch.column(0).nbytes + batch.column(1).nbytes) / batch.num_rows
+                pc.note_sizes(batch)
         del msgs, data
     return True, batch, nxt, eof
 
@@ -250,7 +254,7 @@ def _take_native(
         # max(): records before nxt (a skip ahead, see position_at) move nothing.
         nxt = rng.until_offset if beyond else max(nxt, last + 1)
     if batch is not None:
-        pc.record_bytes = (batch.column(0).nbytes + batch.column(1).nbytes) / batch.num_rows
+        pc.note_sizes(batch)
     return True, batch, nxt, eof
 
 

@@ -32,7 +32,7 @@ import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException
 
 from kafka_direct.kafka_io import ClientEvents, kafka_errors
-from kafka_direct.rows import ARROW_SCHEMA, ARROW_SCHEMA_WITH_HEADERS, HEADER_TYPE
+from kafka_direct.rows import ARROW_SCHEMA, ARROW_SCHEMA_WITH_HEADERS, HEADER_TYPE, TIMESTAMP_US
 
 __all__ = ["DISABLE_ENV", "NativeConsumer", "available", "status"]
 
@@ -45,7 +45,6 @@ DISABLE_ENV = "KAFKA_DIRECT_NATIVE"
 #: a bound keeps a batch of large records from growing without limit.
 MAX_BATCH_BYTES = 256 * 1024 * 1024
 
-_TIMESTAMP_US = pa.timestamp("us", tz="UTC")
 _lock = threading.Lock()
 _module: Any = None
 _version: str | None = None
@@ -192,6 +191,16 @@ def _buf(data: Any) -> pa.Buffer | None:
     return None if data is None else pa.py_buffer(data)
 
 
+def _header_keys(raw: pa.Array) -> pa.Array:
+    """Header keys as strings. Kafka does not check that they are UTF-8; Spark's (Java) client
+    decodes them with replacement characters, so do we, rather than hand Spark an invalid
+    string column. The cast validates in C and costs nothing extra in the usual case."""
+    try:
+        return raw.cast(pa.string())
+    except pa.ArrowInvalid:
+        return pa.array([k.decode("utf-8", "replace") for k in raw.to_pylist()], pa.string())
+
+
 def _record_batch(topic: str, partition: int, n: int, columns: tuple[Any, ...]) -> pa.RecordBatch:
     ko, kd, kv, vo, vd, vv, offsets, stamps, types = columns[:9]
     arrays = [
@@ -200,22 +209,22 @@ def _record_batch(topic: str, partition: int, n: int, columns: tuple[Any, ...]) 
         pa.repeat(pa.scalar(topic, pa.string()), n),
         pa.repeat(pa.scalar(partition, pa.int32()), n),
         pa.Array.from_buffers(pa.int64(), n, [None, _buf(offsets)]),
-        pa.Array.from_buffers(_TIMESTAMP_US, n, [None, _buf(stamps)]),
+        pa.Array.from_buffers(TIMESTAMP_US, n, [None, _buf(stamps)]),
         pa.Array.from_buffers(pa.int32(), n, [None, _buf(types)]),
     ]
     if len(columns) == 9:
         return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
-    arrays.append(_headers(n, columns[9]))
+    arrays.append(_headers_column(n, columns[9]))
     return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA_WITH_HEADERS)
 
 
-def _headers(n: int, buffers: tuple[Any, ...]) -> pa.Array:
+def _headers_column(n: int, buffers: tuple[Any, ...]) -> pa.Array:
     """Spark's headers column from the extension's buffers (see ``fill_headers`` in the C)."""
     list_validity, list_offsets, ko, kd, vo, vd, vv, count = buffers
     entry = HEADER_TYPE.value_type
     pairs = pa.StructArray.from_arrays(
         [
-            pa.Array.from_buffers(pa.string(), count, [None, _buf(ko), _buf(kd)]),
+            _header_keys(pa.Array.from_buffers(pa.binary(), count, [None, _buf(ko), _buf(kd)])),
             pa.Array.from_buffers(pa.binary(), count, [_buf(vv), _buf(vo), _buf(vd)]),
         ],
         fields=[entry.field(0), entry.field(1)],

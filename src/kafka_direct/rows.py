@@ -25,7 +25,14 @@ from typing import Any
 
 import pyarrow as pa
 
-__all__ = ["ARROW_SCHEMA", "ARROW_SCHEMA_WITH_HEADERS", "schema_ddl", "to_record_batch"]
+__all__ = [
+    "ARROW_SCHEMA",
+    "ARROW_SCHEMA_WITH_HEADERS",
+    "HEADER_TYPE",
+    "TIMESTAMP_US",
+    "schema_ddl",
+    "to_record_batch",
+]
 
 _BASE_FIELDS = [
     pa.field("key", pa.binary()),
@@ -47,7 +54,7 @@ _DDL = (
     "timestamp timestamp, timestampType int"
 )
 
-_TIMESTAMP_US = pa.timestamp("us", tz="UTC")
+TIMESTAMP_US = pa.timestamp("us", tz="UTC")
 _TYPE_OF = itemgetter(0)
 _MILLIS_OF = itemgetter(1)
 # No pyarrow scalars or arrays at import time, and pyarrow.compute only on first use: building
@@ -87,7 +94,7 @@ def to_record_batch(
         pa.repeat(pa.scalar(topic, pa.string()), n),
         pa.repeat(pa.scalar(partition, pa.int32()), n),
         _offsets(messages, cls, n),
-        pc.multiply(pa.array(list(map(_MILLIS_OF, stamps)), pa.int64()), 1000).cast(_TIMESTAMP_US),
+        pc.multiply(pa.array(list(map(_MILLIS_OF, stamps)), pa.int64()), 1000).cast(TIMESTAMP_US),
         _timestamp_types(stamps, n),
     ]
     if not include_headers:
