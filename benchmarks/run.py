@@ -101,6 +101,7 @@ def run(config: Config, argv: list[str] | None = None) -> Results:
 
             log("warming up the raw readers, the JVM and the Python workers")
             raw.read(bootstrap, topic, counts, config.arrow_batch_size)
+            raw.read(bootstrap, topic, counts, config.arrow_batch_size, arrow=True)
             spark.batch(topic)
             spark.batch(topic, {"fastPath.enabled": "false"})
             spark.stream(topic)
@@ -109,6 +110,9 @@ def run(config: Config, argv: list[str] | None = None) -> Results:
                 log(f"round {i + 1}/{config.rounds}: raw, batch, stream (AvailableNow)")
                 measure: dict[str, Callable[[], dict[str, Any]]] = {
                     "raw": lambda: raw.read(bootstrap, topic, counts, config.arrow_batch_size),
+                    "raw_arrow": lambda: raw.read(
+                        bootstrap, topic, counts, config.arrow_batch_size, arrow=True
+                    ),
                     "batch": lambda: spark.batch(topic),
                     "batch_python": lambda: spark.batch(topic, {"fastPath.enabled": "false"}),
                     "stream": lambda: spark.stream(topic),

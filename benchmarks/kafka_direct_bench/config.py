@@ -13,9 +13,10 @@ from typing import Any
 
 DEFAULT_ARROW_BATCH = 20_000  # the source option arrowBatchSize's default
 PHASES = ("fixed", "many", "memory", "latency", "planning")  # optional phases, after the rounds
-#: The modes of every round, in the table's order; ratios are to "raw". "batch_python" is the batch
-#: read with fastPath.enabled=false: what the C fast path gains, measured in the same run.
-MODES = ("raw", "batch", "batch_python", "stream", "stream_noop", "floor")
+#: The modes of every round, in the table's order; ratios are to "raw". "raw_arrow" is the C
+#: extension alone, no Spark; "batch_python" is the batch read with fastPath.enabled=false: what
+#: the C fast path gains, measured in the same run.
+MODES = ("raw", "raw_arrow", "batch", "batch_python", "stream", "stream_noop", "floor")
 
 
 @dataclass

@@ -1,6 +1,14 @@
-"""The raw ceiling: plain confluent-kafka, one child process per partition, and the latency
-run's paced producer. :func:`raw_read_partition` and :func:`paced_producer` run in child
-processes; :class:`RawReaders` drives them from the benchmark process.
+"""The raw baselines, one child process per partition, and the latency run's paced producer.
+
+- :func:`raw_read_partition`: plain confluent-kafka, reading every record and touching its
+  value. This is "raw", the baseline of every ratio.
+- :func:`arrow_read_partition`: kafka_direct's C extension on its own, with no Spark: librdkafka
+  straight into Arrow batches, summing the value lengths. It shows what reading Kafka costs
+  at the least on this machine, since the extension does less per record than any Python
+  consumer.
+
+These and :func:`paced_producer` run in child processes; :class:`RawReaders` drives them from
+the benchmark process.
 
 The children are spawned, so they import these functions by module name (see the package
 docstring); they are spawned before Spark starts, so they stay small.
@@ -53,6 +61,36 @@ def raw_read_partition(task: tuple[dict[str, str], str, int, int, int, int]) -> 
     return {"partition": partition, "rows": rows, "bytes": total, "start": t0, "end": t1}
 
 
+def arrow_read_partition(task: tuple[dict[str, str], str, int, int, int, int]) -> dict[str, Any]:
+    """One reader through kafka_direct's extension (no Spark): Arrow batches, and the sum of
+    their value lengths computed over the column. Runs in a child."""
+    import pyarrow.compute as pc
+
+    from kafka_direct.native import NativeConsumer
+
+    config, topic, partition, start, until, batch = task
+    t0 = time.time()
+    consumer = NativeConsumer(config)
+    consumer.assign([TopicPartition(topic, partition, start)])
+    rows = total = 0
+    nxt = start
+    while nxt < until:
+        got = consumer.consume_batch(topic, partition, nxt, until, min(batch, until - nxt), 1.0)
+        if got is None:
+            continue
+        records, last, _beyond, _eof, error = got
+        if error is not None:
+            raise RuntimeError(f"reading {topic}-{partition}: {error}")
+        if records is not None:
+            rows += records.num_rows
+            total += pc.sum(pc.binary_length(records.column("value"))).as_py() or 0
+        if last >= 0:
+            nxt = last + 1
+    t1 = time.time()
+    consumer.close()
+    return {"partition": partition, "rows": rows, "bytes": total, "start": t0, "end": t1}
+
+
 def paced_producer(task: tuple[str, str, int, int, float, int, int]) -> dict[str, Any]:
     """The latency run's producer: ``rate`` records/s for ``seconds``, in 10 ms ticks. Child."""
     bootstrap, topic, partitions, rate, seconds, size, seed = task
@@ -91,12 +129,17 @@ class RawReaders:
     def __init__(self, processes: int) -> None:
         self._pool = multiprocessing.get_context("spawn").Pool(processes)
 
-    def read(self, bootstrap: str, topic: str, counts: list[int], batch: int) -> dict[str, Any]:
+    def read(
+        self, bootstrap: str, topic: str, counts: list[int], batch: int, arrow: bool = False
+    ) -> dict[str, Any]:
+        """Every partition read by a child: plain confluent-kafka, or with ``arrow`` the
+        extension on its own (:func:`arrow_read_partition`)."""
         config = raw_consumer_config(bootstrap)
         tasks = [(config, topic, p, 0, n, batch) for p, n in enumerate(counts) if n > 0]
+        reader = arrow_read_partition if arrow else raw_read_partition
         cpu = cpu_snapshot()
         t0 = time.time()
-        results = self._pool.map(raw_read_partition, tasks, chunksize=1)
+        results = self._pool.map(reader, tasks, chunksize=1)
         wall = time.time() - t0
         rows = sum(r["rows"] for r in results)
         window = max(r["end"] for r in results) - min(r["start"] for r in results)

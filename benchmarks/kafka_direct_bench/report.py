@@ -41,6 +41,7 @@ def render(results: Results) -> str:
         f"{_fmt(raw['cpu_us_per_record'], '.2f'):>12}{'1.00':>8}"
     )
     for label, key in (
+        ("raw librdkafka -> Arrow, no Spark", "raw_arrow"),
         ("batch read", "batch"),
         ("batch read, Python path", "batch_python"),
         ("stream AvailableNow, foreachBatch", "stream"),

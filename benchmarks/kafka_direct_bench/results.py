@@ -164,6 +164,10 @@ def summarise(results: Results, config: Config, expected_bytes: int) -> None:
         checks["many_batches.rows"] = many["rows"] == config.records
         checks["many_batches.bytes"] = many["bytes"] == expected_bytes
         checks["many_batches.is_many"] = many["micro_batches"] >= min(2, config.micro_batches)
+    if results.many_floor:
+        floor_batches = results.many_floor["micro_batches"]
+        checks["many_floor.micro_batches"] = bool(many) and floor_batches == many["micro_batches"]
+        checks["many_floor.no_error"] = results.many_floor.get("error") is None
     if results.fixed:
         checks["fixed.rows"] = results.fixed["rows_ok"]
     if results.memory:

@@ -229,11 +229,16 @@ class SparkReads:
         try:
             while len(query.recentProgress) < micro_batches and query.isActive:
                 time.sleep(0.05)
+            failure = query.exception()  # a query that died is a failed check, not a figure
         finally:
             query.stop()
         progress = [p for p in _progress_list(query) if p["numInputRows"]][:micro_batches]
         shutil.rmtree(checkpoint, ignore_errors=True)
-        return {"micro_batches": len(progress), "progress": progress}
+        return {
+            "micro_batches": len(progress),
+            "progress": progress,
+            "error": None if failure is None else str(failure),
+        }
 
     def stop(self) -> None:
         self.spark.stop()
