@@ -12,8 +12,21 @@ setup(
     ext_modules=[
         Extension(
             "kafka_direct._rdkafka_arrow",
-            sources=["src/kafka_direct/_rdkafka_arrow.c"],
-            extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wno-missing-braces"],
+            sources=[
+                "src/kafka_direct/_rdkafka_arrow.c",
+                "src/kafka_direct/_rdkafka_consume.c",
+                "src/kafka_direct/_arrow_columns.c",
+                "src/kafka_direct/_rdkafka_abi.c",
+            ],
+            depends=["src/kafka_direct/_rdkafka_arrow.h"],
+            # Hidden: only PyInit is exported, so the units' shared names cannot clash.
+            extra_compile_args=[
+                "-O2",
+                "-std=c11",
+                "-Wall",
+                "-Wno-missing-braces",
+                "-fvisibility=hidden",
+            ],
             libraries=["dl", "pthread"],
             optional=True,
         )

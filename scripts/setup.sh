@@ -53,7 +53,7 @@ ensure_venv() {
   local stamp="$VENV/.kafka_direct_installed"
   # The C fast path is compiled at install: rebuild when its source or build changes too.
   local changed=""
-  for f in "$ROOT/pyproject.toml" "$ROOT/setup.py" "$ROOT"/src/kafka_direct/*.c; do
+  for f in "$ROOT/pyproject.toml" "$ROOT/setup.py" "$ROOT"/src/kafka_direct/*.[ch]; do
     [ "$f" -nt "$stamp" ] && changed=1
   done
   if [ ! -f "$stamp" ] || [ -n "$changed" ]; then
