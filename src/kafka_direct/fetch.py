@@ -294,6 +294,9 @@ class _GcPaused:
                 gc.enable()
 
 
+#: The log-end slot of ``_take``'s answer for "offset out of range" (a log end is never < 0).
+#: The C fast path returns the same value (``eof`` in ``_rdkafka_consume.c``), and
+#: ``_take_native`` passes it through unchanged: the two must not drift apart.
 _OUT_OF_RANGE = -1
 
 
