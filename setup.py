@@ -1,34 +1,49 @@
-"""Build of the optional C fast path (everything else is in pyproject.toml).
+"""Build of the optional C fast paths (everything else is in pyproject.toml).
 
-``kafka_direct._rdkafka_arrow`` reads librdkafka straight into Arrow buffers. It needs only a C
-compiler and Python's headers: librdkafka is resolved at run time from the copy confluent-kafka
-loads. ``optional=True``: without a compiler the package still installs, and reads through
-confluent-kafka's Python messages instead (``kafka_direct.native.available()`` says which).
+- ``kafka_direct.consumer._rdkafka_arrow`` reads librdkafka straight into Arrow buffers;
+- ``kafka_direct.producer._rdkafka_produce`` produces straight from Arrow buffers into librdkafka.
+
+They need only a C compiler and Python's headers: librdkafka is resolved at run time from the
+copy confluent-kafka loads. The code both need (librdkafka's ABI and its loading, error events
+and log lines) is in ``src/kafka_direct/_native/`` and compiled into each from the same source
+files. ``optional=True``: without a compiler the package still installs, and reads and writes
+through confluent-kafka's Python objects instead (``kafka_direct.native.status()`` and
+``kafka_direct.producer.native.status()`` say which).
 """
 
 from setuptools import Extension, setup
 
+SHARED = "src/kafka_direct/_native"
+SHARED_SOURCES = [f"{SHARED}/_rdkafka_abi.c", f"{SHARED}/_client_events.c"]
+# Hidden: only PyInit is exported, so each extension's copy of the shared code stays its own.
+COMPILE_ARGS = ["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-missing-braces", "-fvisibility=hidden"]
+
+
+def extension(name: str, folder: str, sources: list[str], header: str) -> Extension:
+    return Extension(
+        name,
+        sources=[f"{folder}/{s}" for s in sources] + SHARED_SOURCES,
+        depends=[f"{folder}/{header}", f"{SHARED}/_rdkafka_abi.h"],
+        include_dirs=[SHARED],
+        extra_compile_args=COMPILE_ARGS,
+        libraries=["dl", "pthread"],
+        optional=True,
+    )
+
+
 setup(
     ext_modules=[
-        Extension(
-            "kafka_direct._rdkafka_arrow",
-            sources=[
-                "src/kafka_direct/_rdkafka_arrow.c",
-                "src/kafka_direct/_rdkafka_consume.c",
-                "src/kafka_direct/_arrow_columns.c",
-                "src/kafka_direct/_rdkafka_abi.c",
-            ],
-            depends=["src/kafka_direct/_rdkafka_arrow.h"],
-            # Hidden: only PyInit is exported, so the units' shared names cannot clash.
-            extra_compile_args=[
-                "-O2",
-                "-std=c11",
-                "-Wall",
-                "-Wno-missing-braces",
-                "-fvisibility=hidden",
-            ],
-            libraries=["dl", "pthread"],
-            optional=True,
-        )
+        extension(
+            "kafka_direct.consumer._rdkafka_arrow",
+            "src/kafka_direct/consumer/_native",
+            ["_rdkafka_arrow.c", "_rdkafka_consume.c", "_arrow_columns.c"],
+            "_rdkafka_arrow.h",
+        ),
+        extension(
+            "kafka_direct.producer._rdkafka_produce",
+            "src/kafka_direct/producer/_native",
+            ["_rdkafka_produce.c", "_produce_loop.c"],
+            "_rdkafka_produce.h",
+        ),
     ]
 )

@@ -17,22 +17,28 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from kafka_direct.direct_stream import BatchInfo, DirectKafkaStream
+from kafka_direct.dstream.kafka_utils import KafkaUtils
+from kafka_direct.dstream.receiver_progress import ReceiverBatchInfo
+from kafka_direct.dstream.receiver_stream import ReceiverKafkaStream
+from kafka_direct.dstream.strategies import ConsumerStrategies, LocationStrategies
+from kafka_direct.dstream.stream import BatchInfo, DirectKafkaStream
 from kafka_direct.errors import (
     BatchFailedError,
     ConfigurationError,
     DataLossError,
+    DeliveryError,
     EmbeddedBrokerError,
     FetchTimeoutError,
     KafkaClientError,
     KafkaDirectError,
     OffsetConflictError,
+    OffsetsUnavailableError,
+    ReceiverFailedError,
+    SinkColumnError,
     StreamStateError,
     TopicNotFoundError,
     UnsupportedKafkaOptionError,
 )
-from kafka_direct.kafka_utils import KafkaUtils
-from kafka_direct.offset_store import OffsetStore
 from kafka_direct.offsets import OffsetRange, TopicPartition
 from kafka_direct.stores import (
     KafkaGroupStore,
@@ -40,7 +46,7 @@ from kafka_direct.stores import (
     exactly_once_foreach_batch,
     starting_offsets_json,
 )
-from kafka_direct.strategies import ConsumerStrategies, LocationStrategies
+from kafka_direct.stores.base import OffsetStore
 
 __all__ = [
     "FORMAT",
@@ -49,6 +55,7 @@ __all__ = [
     "ConfigurationError",
     "ConsumerStrategies",
     "DataLossError",
+    "DeliveryError",
     "DirectKafkaStream",
     "EmbeddedBrokerError",
     "FetchTimeoutError",
@@ -60,6 +67,11 @@ __all__ = [
     "OffsetConflictError",
     "OffsetRange",
     "OffsetStore",
+    "OffsetsUnavailableError",
+    "ReceiverBatchInfo",
+    "ReceiverFailedError",
+    "ReceiverKafkaStream",
+    "SinkColumnError",
     "SqlOffsetStore",
     "StreamStateError",
     "TopicNotFoundError",
@@ -83,8 +95,8 @@ def register(spark: Any, *, fast_worker_start: bool = True) -> None:
     """Register the ``kafka_direct`` format with a SparkSession (once per session is enough).
 
     ``fast_worker_start`` lets the Python processes Spark starts for the source import PySpark's
-    compiled bytecode rather than its zip (see ``kafka_direct.registration``).
+    compiled bytecode rather than its zip (see ``kafka_direct.source.registration``).
     """
-    from kafka_direct.registration import register as _register
+    from kafka_direct.source.registration import register as _register
 
     _register(spark, fast_worker_start=fast_worker_start)

@@ -4,34 +4,44 @@ Every error the library raises on purpose derives from :class:`KafkaDirectError`
 
     KafkaDirectError
      ├── ConfigurationError          an option is missing, malformed or contradicts another
-     │    └── UnsupportedKafkaOptionError   a kafka.* key the source owns (names the replacement)
+     │    ├── UnsupportedKafkaOptionError   a kafka.* key the library owns (names the replacement)
+     │    └── SinkColumnError         a column the sink writes is missing or of the wrong type
      ├── DataLossError               offsets vanished or went backwards while failOnDataLoss=true
      ├── OffsetConflictError         an offset store was not where this batch expected (a replay)
      ├── BatchFailedError            a direct stream's batch function raised (nothing committed)
+     ├── ReceiverFailedError         a receiver stream's receiver kept dying, or cannot run
      ├── StreamStateError            a direct stream method was called in the wrong state
      ├── KafkaClientError            a librdkafka error, translated at one choke point (kafka_io)
      │    ├── TopicNotFoundError     a topic named in subscribe/assign does not exist
-     │    └── FetchTimeoutError      an executor waited kafkaConsumer.pollTimeoutMs for data
+     │    ├── OffsetsUnavailableError  the cluster gave no valid offset for some partitions
+     │    ├── FetchTimeoutError      an executor waited kafkaConsumer.pollTimeoutMs for data
+     │    └── DeliveryError          the sink's producer could not deliver a record
      └── EmbeddedBrokerError         the embedded Tansu broker could not start or stop
 
 Messages are written to be read on their own, outside a stack trace: they name the option or the
 topic-partition, the value that was seen, what was expected, and how to fix it. They never contain
-secrets: anything that may carry configuration goes through :func:`kafka_direct.options.redact`.
+secrets: anything that may carry configuration goes through
+:func:`kafka_direct.config.kafka.redact`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 __all__ = [
     "BatchFailedError",
     "ConfigurationError",
     "DataLossError",
+    "DeliveryError",
     "EmbeddedBrokerError",
     "FetchTimeoutError",
     "KafkaClientError",
     "KafkaDirectError",
     "OffsetConflictError",
+    "OffsetsUnavailableError",
+    "ReceiverFailedError",
+    "SinkColumnError",
     "StreamStateError",
     "TopicNotFoundError",
     "UnsupportedKafkaOptionError",
@@ -61,15 +71,30 @@ class ConfigurationError(KafkaDirectError, ValueError):
 
 
 class UnsupportedKafkaOptionError(ConfigurationError):
-    """A ``kafka.*`` option that the source manages itself, e.g. ``kafka.auto.offset.reset``."""
+    """A ``kafka.*`` option that the library manages itself, e.g. ``kafka.auto.offset.reset``
+    on the source or ``kafka.value.serializer`` on the sink. ``owner`` says which."""
 
-    def __init__(self, option: str, value: object, replacement: str) -> None:
+    def __init__(
+        self, option: str, value: object, replacement: str, *, owner: str = "source"
+    ) -> None:
         super().__init__(
             option,
             value,
-            "this Kafka option not to be set, because the source manages it",
+            f"this Kafka option not to be set, because the {owner} manages it",
             replacement,
         )
+
+
+class SinkColumnError(ConfigurationError):
+    """A column the sink writes is missing, ambiguous or of a type it cannot write.
+
+    Raised when Spark builds the writer, before anything is written. ``option`` is the column's
+    name and ``value`` its type.
+    """
+
+    def __init__(self, column: str, value: object, expected: str, fix: str) -> None:
+        self.option, self.value, self.expected, self.fix = column, value, expected, fix
+        KafkaDirectError.__init__(self, f"{expected} {fix}")
 
 
 class DataLossError(KafkaDirectError):
@@ -129,6 +154,19 @@ class BatchFailedError(KafkaDirectError):
         )
 
 
+class ReceiverFailedError(KafkaDirectError):
+    """A receiver of ``KafkaUtils.createStream`` died and was not restarted: retrying could not
+    help (a setting librdkafka refuses, a denied ACL), or it kept dying."""
+
+    def __init__(self, receiver: int, group: str, reason: str, times: int) -> None:
+        self.receiver = receiver
+        self.reason = reason
+        super().__init__(
+            f"Receiver {receiver} of group '{group}' died {times} time(s) in a row and was not "
+            f"restarted: {reason}"
+        )
+
+
 class StreamStateError(KafkaDirectError, RuntimeError):
     """A direct stream method was called in the wrong state (started twice, no function...)."""
 
@@ -149,8 +187,52 @@ class TopicNotFoundError(KafkaClientError):
     """A topic named by ``subscribe`` or ``assign`` does not exist on the cluster."""
 
 
+class OffsetsUnavailableError(KafkaClientError):
+    """The cluster gave no valid offset for some partitions: their leader is down, slow or moving.
+
+    ``offsets`` holds the valid answers of the same request, ``unavailable`` the reason for each
+    partition without one. A stream does not advance those partitions in this trigger and asks
+    again; a batch read retries, then fails with this error. An invalid answer (librdkafka's
+    ``OFFSET_INVALID``, -1001, for a leader that did not answer in time) is never used as an
+    offset.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        offsets: Mapping[Any, int],
+        unavailable: Mapping[Any, str],
+        code: str | None = None,
+    ) -> None:
+        super().__init__(message, code=code, retriable=True)
+        self.offsets = dict(offsets)
+        self.unavailable = dict(unavailable)
+
+
 class FetchTimeoutError(KafkaClientError):
     """An executor waited ``kafkaConsumer.pollTimeoutMs`` without receiving an expected offset."""
+
+
+class DeliveryError(KafkaClientError):
+    """The sink's producer could not deliver a record: the write task fails with it.
+
+    ``topic`` and ``partition`` say where the record was going (``partition`` is None when it
+    had none assigned yet); ``code`` is librdkafka's error name.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        topic: str | None,
+        partition: int | None,
+        code: str | None = None,
+        retriable: bool = False,
+    ) -> None:
+        super().__init__(message, code=code, retriable=retriable)
+        self.topic = topic
+        self.partition = partition
 
 
 class EmbeddedBrokerError(KafkaDirectError):

@@ -1,44 +1,5 @@
-"""A local SparkSession for the command line, examples, tests and benchmarks. Runs in the user's
-process (the Spark driver).
+"""Moved to :mod:`kafka_direct.testing.local`; this path keeps ``kafka_direct.local`` working.
+Runs in the user's process (the Spark driver)."""
 
-It points Spark's Python workers at this interpreter (where kafka_direct is installed): by
-default PySpark starts ``python3`` from ``PATH``, which in a virtualenv that is not activated
-cannot import the data source.
-"""
-
-from __future__ import annotations
-
-import os
-import sys
-from collections.abc import Mapping
-from typing import Any
-
-__all__ = ["local_spark"]
-
-
-def local_spark(
-    app_name: str = "kafka_direct", *, cores: int = 2, conf: Mapping[str, str] | None = None
-) -> Any:
-    """A ``local[cores]`` SparkSession with kafka_direct registered and a quiet log."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    import kafka_direct
-
-    builder = (
-        SparkSession.builder.master(f"local[{cores}]")
-        .appName(app_name)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", str(cores))
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-    )
-    for key, value in (conf or {}).items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    kafka_direct.register(spark)
-    return spark
+from kafka_direct.testing.local import *  # noqa: F403
+from kafka_direct.testing.local import __all__  # noqa: F401

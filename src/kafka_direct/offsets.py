@@ -28,6 +28,7 @@ __all__ = [
     "offsets_to_json",
     "parse_assign",
     "parse_offsets_option",
+    "parse_ranges_option",
     "parse_timestamps_option",
     "ranges_to_json",
 ]
@@ -175,7 +176,8 @@ def parse_assign(text: str, option: str = "assign") -> list[TopicPartition]:
 
 
 def ranges_to_json(ranges: Iterable[OffsetRange]) -> list[dict[str, Any]]:
-    """Offset ranges as JSON-ready dicts (for logs, progress and offset stores)."""
+    """Offset ranges as JSON-ready dicts, in Spark's ``OffsetRange`` field names (the
+    ``offsetRanges`` source option, which the DStream-style API builds its batches with)."""
     return [
         {
             "topic": r.topic,
@@ -185,3 +187,31 @@ def ranges_to_json(ranges: Iterable[OffsetRange]) -> list[dict[str, Any]]:
         }
         for r in ranges
     ]
+
+
+def parse_ranges_option(text: str, option: str = "offsetRanges") -> list[OffsetRange]:
+    """Parse ``offsetRanges``: ``[{"topic": "t", "partition": 0, "fromOffset": 5,
+    "untilOffset": 10}, ...]``, the form :func:`ranges_to_json` writes."""
+    expected = (
+        'a JSON list of ranges such as [{"topic": "t", "partition": 0, "fromOffset": 5, '
+        '"untilOffset": 10}]'
+    )
+    obj = _load_json(text, option, expected)
+    if not isinstance(obj, list):
+        raise ConfigurationError(option, text, expected)
+    ranges: list[OffsetRange] = []
+    for item in obj:
+        fields = ("topic", "partition", "fromOffset", "untilOffset")
+        if not isinstance(item, dict) or set(item) != set(fields):
+            raise ConfigurationError(option, item, expected + " (exactly these four fields)")
+        numbers = [item[f] for f in fields[1:]]
+        if (
+            not isinstance(item["topic"], str)
+            or not item["topic"]
+            or any(isinstance(n, bool) or not isinstance(n, int) for n in numbers)
+        ):
+            raise ConfigurationError(option, item, expected + " (a topic and three integers)")
+        if item["partition"] < 0:
+            raise ConfigurationError(option, item, "a partition >= 0")
+        ranges.append(OffsetRange(item["topic"], *numbers))
+    return ranges

@@ -7,13 +7,15 @@ user's process (the CLI, computing ``startingOffsets``).
   when the results are written through :meth:`SqlOffsetStore.transaction` (the direct stream) or
   :func:`exactly_once_foreach_batch` (Structured Streaming).
 - :func:`starting_offsets_json`: resume a ``readStream`` from any store.
+- :func:`open_store`: a store named by a URL (``kafka://``, ``sqlite:///``, ``postgresql://``,
+  ``mysql://``), as the CLI takes it.
 
-The interface is :class:`kafka_direct.offset_store.OffsetStore`.
+The interface is :class:`kafka_direct.stores.base.OffsetStore`.
 """
 
 from __future__ import annotations
 
-from kafka_direct.offset_store import OffsetStore
+from kafka_direct.stores.base import OffsetStore
 from kafka_direct.stores.exactly_once import (
     already_applied,
     exactly_once_foreach_batch,
@@ -21,6 +23,7 @@ from kafka_direct.stores.exactly_once import (
 )
 from kafka_direct.stores.kafka_store import KafkaGroupStore
 from kafka_direct.stores.sql_store import SqlOffsetStore, StoreSession
+from kafka_direct.stores.url import open_store
 
 __all__ = [
     "KafkaGroupStore",
@@ -29,5 +32,6 @@ __all__ = [
     "StoreSession",
     "already_applied",
     "exactly_once_foreach_batch",
+    "open_store",
     "starting_offsets_json",
 ]

@@ -46,7 +46,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from kafka_direct.errors import ConfigurationError, OffsetConflictError, TopicNotFoundError
-from kafka_direct.offset_store import OffsetStore
 from kafka_direct.offsets import (
     EARLIEST,
     LATEST,
@@ -55,6 +54,7 @@ from kafka_direct.offsets import (
     TopicPartition,
     offsets_to_json,
 )
+from kafka_direct.stores.base import OffsetStore
 from kafka_direct.stores.kafka_store import KafkaGroupStore
 from kafka_direct.stores.sql_store import SqlOffsetStore
 
@@ -64,7 +64,7 @@ __all__ = [
     "already_applied",
     "batch_bounds",
     "exactly_once_foreach_batch",
-    "plan_batch",
+    "judge_batch",
     "starting_offsets_json",
 ]
 
@@ -112,7 +112,7 @@ class BatchPlan:
         return [p for p in self.partitions if p.action != "apply"]
 
 
-def plan_batch(
+def judge_batch(
     bounds: Mapping[TopicPartition, tuple[int, int]], stored: Mapping[TopicPartition, int]
 ) -> BatchPlan:
     """Judge a batch (lowest, highest offset per partition) against the stored offsets."""
@@ -218,7 +218,7 @@ def _apply(
         log.debug("Batch %d of group '%s' is empty", batch_id, group)
         return
     with store.session() as s:
-        plan = plan_batch(bounds, s.stored(group, bounds))
+        plan = judge_batch(bounds, s.stored(group, bounds))
         replayed = plan.replayed
         if replayed and on_replay == "error":
             raise OffsetConflictError(group, _describe(batch_id, replayed))
@@ -301,8 +301,8 @@ def starting_offsets_json(
 def _partitions_of(
     topics: Sequence[str], store: OffsetStore, kafka_config: Mapping[str, str] | None
 ) -> set[TopicPartition]:
-    from kafka_direct.offset_reader import AdminOffsetReader
-    from kafka_direct.options import KafkaConfig
+    from kafka_direct.config.kafka import KafkaConfig
+    from kafka_direct.kafka.offset_reader import AdminOffsetReader
 
     if kafka_config is not None:
         config = KafkaConfig(

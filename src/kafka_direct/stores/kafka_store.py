@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from kafka_direct.config.kafka import KafkaConfig, redact
 from kafka_direct.errors import ConfigurationError
-from kafka_direct.offset_store import OffsetStore, ends_of
 from kafka_direct.offsets import OffsetRange, PartitionOffsets, TopicPartition
-from kafka_direct.options import KafkaConfig, redact
+from kafka_direct.stores.base import OffsetStore, ends_of
 
 __all__ = ["KafkaGroupStore"]
 
@@ -51,16 +51,16 @@ class KafkaGroupStore(OffsetStore):
     def admin(self) -> Any:
         """The AdminClient, created on first use (and never pickled)."""
         if self._admin is None:
-            from kafka_direct.group_offsets import admin_client
+            from kafka_direct.kafka.admin import new_admin_client
 
-            self._admin = admin_client(self.kafka_config)
+            self._admin = new_admin_client(self.kafka_config)
         return self._admin
 
     def load(self, group: str, tps: Iterable[TopicPartition] | None = None) -> PartitionOffsets:
         wanted = None if tps is None else list(tps)
         if wanted is not None and not wanted:
             return {}
-        from kafka_direct.group_offsets import fetch_group_offsets
+        from kafka_direct.kafka.groups import fetch_group_offsets
 
         return fetch_group_offsets(
             self.kafka_config, group, wanted, timeout_s=self._timeout_s, admin=self.admin
@@ -68,7 +68,7 @@ class KafkaGroupStore(OffsetStore):
 
     def save(self, group: str, ranges: Sequence[OffsetRange]) -> None:
         """Commit the highest ``untilOffset`` per partition to the group (overwriting)."""
-        from kafka_direct.group_offsets import commit_group_offsets
+        from kafka_direct.kafka.groups import commit_group_offsets
 
         commit_group_offsets(
             self.kafka_config, group, ends_of(ranges), timeout_s=self._timeout_s, admin=self.admin

@@ -39,8 +39,8 @@ from contextlib import contextmanager, suppress
 from typing import Any
 
 from kafka_direct.errors import ConfigurationError, OffsetConflictError
-from kafka_direct.offset_store import OffsetStore, ends_of
 from kafka_direct.offsets import OffsetRange, PartitionOffsets, TopicPartition
+from kafka_direct.stores.base import OffsetStore, ends_of
 from kafka_direct.stores.sql_dialects import Dialect, DialectName, dialect_named
 from kafka_direct.stores.sql_session import Connection, OffsetMismatch, StoreSession
 

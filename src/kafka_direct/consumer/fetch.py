@@ -1,0 +1,462 @@
+"""Read one offset range ``[from, until)`` into Arrow record batches. Runs in Spark executors
+(Python workers).
+
+The counterpart of Spark's ``KafkaRDDIterator`` and ``CompactedKafkaRDDIterator`` in one loop,
+because librdkafka already hides control records and (under ``read_committed``) aborted ones:
+
+- Gaps are normal (transaction markers, aborted records, compaction). The range is done when a
+  message at or past ``until`` arrives, or the partition's end (EOF event) is at or past
+  ``until``. Records are never counted to decide that.
+- ``consume(n)`` waits for ``n`` messages or its timeout, so ``n`` is at most what remains, and
+  each call waits a short slice; ``kafkaConsumer.pollTimeoutMs`` bounds the total time without
+  progress, with a clear :class:`FetchTimeoutError`.
+- An out-of-range position (the data is gone) goes through the ``failOnDataLoss`` policy, as on
+  the driver.
+- Batches hold at most ``arrowBatchSize`` rows, so memory does not grow with the range.
+
+The loop is the executor's hot path (``benchmarks/run.py`` measures it against a raw consumer):
+per batch of messages it makes one pass over them to find error events, checks the range bounds
+on the first and last offsets only, and runs ``consume`` and the Arrow conversion with Python's
+cyclic garbage collector paused (see :class:`_GcPaused`).
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import threading
+import time
+from bisect import bisect_left
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple, Protocol
+
+import pyarrow as pa
+from confluent_kafka import KafkaError
+from confluent_kafka import TopicPartition as CkTopicPartition
+
+from kafka_direct.consumer.native import NativeConsumer
+from kafka_direct.consumer.rows import to_record_batch
+from kafka_direct.errors import DataLossError, FetchTimeoutError, KafkaClientError
+from kafka_direct.kafka.events import ClientEvents
+from kafka_direct.kafka.translate import kafka_errors, translate
+from kafka_direct.offsets import OffsetRange
+
+__all__ = ["KafkaConsumerLike", "PartitionConsumer", "Taken", "fetch_range"]
+
+log = logging.getLogger(__name__)
+
+#: Longest single wait inside ``consume``; bounds the cost of a range that ends in a gap on a
+#: broker that does not send EOF promptly, without busy-looping on an idle one.
+CONSUME_SLICE_S = 0.2
+
+#: ``on_skip(range, first_lost, resume)``: offsets ``[first_lost, resume)`` of ``range`` were
+#: skipped as lost (see :func:`fetch_range`).
+OnSkip = Callable[[OffsetRange, int, int], None]
+
+#: Bound on a watermark lookup (only done on EOF before the range end, or out-of-range errors).
+WATERMARK_TIMEOUT_S = 5.0
+#: How long a failing watermark request is repeated (a leader moving), and how often.
+WATERMARK_PATIENCE_S = 60.0
+WATERMARK_RETRY_S = 0.5
+#: Not-found answers that a moving leader gives for a partition that exists.
+_PASSING_WHILE_LEADERS_MOVE = frozenset({"_UNKNOWN_PARTITION", "UNKNOWN_TOPIC_OR_PART"})
+
+#: How far ahead of a pooled consumer's position a range may start and still be read by
+#: consuming forward (dropping the records before it) instead of re-assigning. Spark's Python
+#: workers are separate processes, each with its own pool, and Spark hands a partition's next
+#: task to whichever worker is free: about half the time a worker's consumer is one micro-batch
+#: behind, with the records it needs already in its prefetch queue. Re-assigning throws that
+#: queue away and waits for a new fetch (measured 30-50 ms on the embedded broker); reading
+#: through the queue costs well under a microsecond per record. The skip is bounded in bytes
+#: (half the executors' default 16 MB prefetch queue, estimated from the record sizes this
+#: consumer has read) and in records, so that when the records are not queued, reading through
+#: them costs no more than a fetch would have.
+SKIP_AHEAD_BYTES = 8 * 1024 * 1024
+SKIP_AHEAD_MAX_RECORDS = 100_000
+
+
+class KafkaConsumerLike(Protocol):
+    """The part of ``confluent_kafka.Consumer`` the fetcher uses (fakes implement it in tests)."""
+
+    def assign(self, partitions: list[Any]) -> None: ...
+
+    def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Any]: ...
+
+    def get_watermark_offsets(
+        self, partition: Any, timeout: float = ..., cached: bool = ...
+    ) -> tuple[int, int]: ...
+
+    def close(self) -> None: ...
+
+
+class PartitionConsumer:
+    """A consumer assigned to one topic-partition, plus what *we* know of its queue position.
+
+    ``next_offset`` is the offset right after the last message taken off the consumer's queue.
+    When the next range starts there, the prefetched queue is reused as-is (the common case of
+    consecutive micro-batches). When it starts a little ahead (this worker's consumer missed a
+    micro-batch that another worker read), the fetch loop reads forward through the queue; see
+    ``SKIP_AHEAD_BYTES``. Otherwise we reposition. We never ask librdkafka where it is.
+    """
+
+    def __init__(
+        self, consumer: KafkaConsumerLike | NativeConsumer, events: ClientEvents | None = None
+    ) -> None:
+        self.consumer = consumer
+        #: The consumer's ``error_cb`` (explains a timeout; stops waiting on a config error).
+        self.events = events
+        self.next_offset: int | None = None
+        #: Mean key + value bytes of the records last read (``None`` before any).
+        self.record_bytes: float | None = None
+        self._assigned: tuple[str, int] | None = None
+
+    def note_sizes(self, batch: pa.RecordBatch) -> None:
+        """Remember the mean key + value size of ``batch``'s records (for the skip-ahead limit)."""
+        self.record_bytes = (batch.column(0).nbytes + batch.column(1).nbytes) / batch.num_rows
+
+    def skip_ahead_limit(self) -> int:
+        """How many offsets ahead a range may start and still be reached by reading forward."""
+        if self.record_bytes is None:
+            return 0
+        return min(SKIP_AHEAD_MAX_RECORDS, int(SKIP_AHEAD_BYTES / max(self.record_bytes, 1.0)))
+
+    def position_at(
+        self, topic: str, partition: int, offset: int, log_start: int | None = None
+    ) -> None:
+        """Make ``offset`` the next record this consumer delivers for the range being read,
+        reusing the queue when ``offset`` is where it stands or a little ahead (the fetch loop
+        then drops the records before ``offset``).
+
+        ``log_start`` is the partition's first offset when the driver planned the range. A
+        queue standing below it was filled before a deletion: it is dropped rather than read
+        through, so a pooled consumer never hands on records the broker no longer has.
+        """
+        if self._assigned == (topic, partition) and self.next_offset is not None:
+            ahead = offset - self.next_offset
+            stale = log_start is not None and self.next_offset < log_start
+            if not stale and (ahead == 0 or 0 < ahead <= self.skip_ahead_limit()):
+                return
+        with kafka_errors(f"Assigning {topic}-{partition} at offset {offset}"):
+            self.consumer.assign([CkTopicPartition(topic, partition, offset)])
+        self._assigned = (topic, partition)
+        self.next_offset = offset
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def fetch_range(
+    pc: PartitionConsumer,
+    rng: OffsetRange,
+    *,
+    poll_timeout_ms: int,
+    fail_on_data_loss: bool,
+    batch_size: int,
+    include_headers: bool,
+    log_start: int | None = None,
+    on_skip: OnSkip | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """Yield the records of ``rng`` as Arrow batches of at most ``batch_size`` rows.
+
+    ``log_start``: the partition's first offset when the range was planned, if the driver knew
+    it (see :meth:`PartitionConsumer.position_at`). ``on_skip`` hears of offsets skipped as lost
+    (``fail_on_data_loss=False``): ``on_skip(rng, first_lost, resume)``.
+    """
+    until = rng.until_offset
+    nxt = rng.from_offset
+    if nxt >= until:
+        return
+    pc.position_at(rng.topic, rng.partition, nxt, log_start)
+    timeout_s = poll_timeout_ms / 1000.0
+    slice_s = min(CONSUME_SLICE_S, timeout_s)
+    deadline = time.monotonic() + timeout_s
+    events = pc.events
+    # Only client events since this read last made progress count (see ClientEvents).
+    mark = events.mark() if events is not None else 0
+    while nxt < until:
+        n = min(until - nxt, batch_size)
+        taken = _take(pc, rng, nxt, n, slice_s, include_headers)
+        batch, nxt, eof = taken.batch, taken.next_offset, taken.eof
+        if not taken.got:
+            fatal = events.config_error(mark) if events is not None else None
+            if fatal is not None:
+                raise fatal  # authentication, TLS: waiting cannot help
+            if time.monotonic() > deadline:
+                raise _timeout(rng, nxt, poll_timeout_ms, events)
+            continue
+        if events is not None:
+            mark = events.mark()
+        deadline = time.monotonic() + timeout_s
+        if eof is not None and eof != _OUT_OF_RANGE:
+            # A trailing EOF: the queue now stands at the log end, even when the range was
+            # already complete. librdkafka sends one EOF per log end, so a pooled consumer that
+            # forgot it would wait the whole poll timeout on a next range ending at a marker.
+            # (Set before the yield: the generator may be closed there.)
+            pc.next_offset = eof
+        if batch is not None:
+            yield batch
+            del batch
+            # Time spent downstream while suspended here is not time waiting on Kafka.
+            deadline = time.monotonic() + timeout_s
+        if eof == _OUT_OF_RANGE:
+            # librdkafka stops fetching after this error (auto.offset.reset=error), so the
+            # queue cannot be reused: the next read of this partition must re-assign.
+            pc.next_offset = None
+            if nxt < until:
+                nxt = _out_of_range(pc, rng, nxt, fail_on_data_loss, on_skip)
+        elif eof is not None and nxt < until:
+            # Everything before the log end has been delivered, so [nxt, eof) is a gap.
+            nxt = (
+                until
+                if eof >= until
+                else _check_short_log(pc, rng, max(nxt, eof), fail_on_data_loss, on_skip)
+            )
+
+
+class Taken(NamedTuple):
+    """What one ``consume(n)`` gave the fetch loop."""
+
+    #: Whether anything (records or events) came.
+    got: bool
+    #: The Arrow batch of its records in the range, or None.
+    batch: pa.RecordBatch | None
+    #: The next offset to read.
+    next_offset: int
+    #: The log end if it ended in an EOF event, ``_OUT_OF_RANGE`` after "out of range", or None.
+    eof: int | None
+
+
+def _take(
+    pc: PartitionConsumer, rng: OffsetRange, nxt: int, n: int, slice_s: float, headers: bool
+) -> Taken:
+    """One ``consume(n)`` (see :class:`Taken`).
+
+    Everything the messages are used for happens here, with the garbage collector paused, and
+    they are freed before it resumes (see :class:`_GcPaused`). A fast-path consumer
+    (:mod:`kafka_direct.consumer.native`) does the same in C, with no message objects.
+    """
+    if isinstance(pc.consumer, NativeConsumer):
+        return _take_native(pc, pc.consumer, rng, nxt, n, slice_s, headers)
+    until = rng.until_offset
+    batch = None
+    with _GcPaused():
+        with kafka_errors(f"Consuming {rng}"):
+            msgs = pc.consumer.consume(n, slice_s)
+        if not msgs:
+            return Taken(False, None, nxt, None)
+        data, eof = _split_events(msgs, rng)
+        if data:
+            first, last = data[0].offset(), data[-1].offset()
+            pc.next_offset = last + 1
+            if first >= nxt and last < until:
+                # The common case: every message is inside the range.
+                lo, hi = 0, len(data)
+                nxt = last + 1
+            else:
+                # Offsets only grow within a partition, so bisecting finds the range's bounds.
+                offsets = [m.offset() for m in data]
+                lo = bisect_left(offsets, nxt)
+                hi = bisect_left(offsets, until)
+                # max(): records before nxt (a skip ahead, see position_at) move nothing.
+                nxt = until if hi < len(offsets) else max(nxt, last + 1)
+            if hi > lo:
+                rows = data if hi - lo == len(data) else data[lo:hi]
+                batch = to_record_batch(rng.topic, rng.partition, rows, headers)
+                del rows
+                pc.note_sizes(batch)
+        del msgs, data
+    return Taken(True, batch, nxt, eof)
+
+
+def _take_native(
+    pc: PartitionConsumer,
+    consumer: NativeConsumer,
+    rng: OffsetRange,
+    nxt: int,
+    n: int,
+    slice_s: float,
+    headers: bool,
+) -> Taken:
+    """:func:`_take` on the fast path: the range filter and event scan ran in C."""
+    with kafka_errors(f"Consuming {rng}"):
+        got = consumer.consume_batch(
+            rng.topic, rng.partition, nxt, rng.until_offset, n, slice_s, headers
+        )
+    if got is None:
+        return Taken(False, None, nxt, None)
+    if got.error is not None:
+        raise translate(KafkaError(*got.error), f"Consuming {rng}")
+    if got.last >= 0:
+        pc.next_offset = got.last + 1
+        # max(): records before nxt (a skip ahead, see position_at) move nothing.
+        nxt = rng.until_offset if got.beyond else max(nxt, got.last + 1)
+    if got.batch is not None:
+        pc.note_sizes(got.batch)
+    return Taken(True, got.batch, nxt, got.eof)
+
+
+class _GcPaused:
+    """Pause Python's cyclic garbage collector while the messages of one ``consume`` live.
+
+    ``consume(n)`` creates ``n`` message objects that the collector tracks. Each one counts
+    towards the next collection, so with thousands per call the collector keeps walking live
+    messages (and, in a Spark worker, a large heap of modules) for nothing: the fetch loop makes
+    no reference cycles, and reference counting frees everything. Measured on 100-byte records
+    in a Spark worker, collections took about a third of the reader's CPU time.
+
+    The pause covers ``consume``, the Arrow conversion and freeing the messages (freeing them
+    takes back their count, so resuming triggers no collection); it never covers handing a
+    batch downstream. The collector is resumed only if it was enabled, and concurrent readers
+    in threads share one pause.
+    """
+
+    __slots__ = ()
+    _lock = threading.Lock()
+    _depth = 0
+    _resume = False
+
+    def __enter__(self) -> None:
+        cls = _GcPaused
+        with cls._lock:
+            if cls._depth == 0:
+                cls._resume = gc.isenabled()
+                gc.disable()
+            cls._depth += 1
+
+    def __exit__(self, *exc: object) -> None:
+        cls = _GcPaused
+        with cls._lock:
+            cls._depth -= 1
+            if cls._depth == 0 and cls._resume:
+                gc.enable()
+
+
+#: The log-end slot of ``_take``'s answer for "offset out of range" (a log end is never < 0).
+#: The C fast path returns the same value (``eof`` in ``_rdkafka_consume.c``), and
+#: ``_take_native`` passes it through unchanged: the two must not drift apart.
+_OUT_OF_RANGE = -1
+
+
+def _split_events(msgs: list[Any], rng: OffsetRange) -> tuple[list[Any], int | None]:
+    """Data messages, and the log-end offset if the batch ends in an EOF event (or
+    ``_OUT_OF_RANGE``, after the data queued before the error).
+
+    An EOF followed by data is stale (the log has grown since), so only a trailing one counts.
+    """
+    # One pass in C over error() of the messages, all of one type as one consumer returns them.
+    # An error is a KafkaError object, which is always true (it has no __bool__ or __len__).
+    if not any(map(type(msgs[0]).error, msgs)):
+        return msgs, None
+    data: list[Any] = []
+    eof: int | None = None
+    for m in msgs:
+        err = m.error()
+        if err is None:
+            data.append(m)
+            eof = None
+        elif err.code() == KafkaError._PARTITION_EOF:
+            eof = m.offset()
+        elif err.code() == KafkaError._AUTO_OFFSET_RESET:
+            return data, _OUT_OF_RANGE
+        else:
+            raise translate(err, f"Consuming {rng}")
+    return data, eof
+
+
+def _timeout(
+    rng: OffsetRange, nxt: int, poll_timeout_ms: int, events: ClientEvents | None
+) -> FetchTimeoutError:
+    said = events.summary() if events is not None else ""
+    cause = (
+        f"The consumer reported: {said}."
+        if said
+        else "The broker may be down, paused or overloaded."
+    )
+    return FetchTimeoutError(
+        f"Timed out after {poll_timeout_ms} ms waiting for offset {nxt} of "
+        f"{rng.topic}-{rng.partition} (reading range [{rng.from_offset}, {rng.until_offset})). "
+        f"{cause} Raise the source option 'kafkaConsumer.pollTimeoutMs' to wait longer.",
+        code="_TIMED_OUT",
+        retriable=True,
+    )
+
+
+def _watermarks(pc: PartitionConsumer, rng: OffsetRange) -> tuple[int, int]:
+    """The partition's log start and end, asked of its leader.
+
+    Asked only when the read stalls (EOF short of the range, or out of range), which is also
+    when a leader is moving: then the answer is "not leader" or, while the metadata catches up,
+    "unknown partition" (the driver saw the partition when it planned the range). Both pass, so
+    they are asked again for up to ``WATERMARK_PATIENCE_S`` before the read fails; nothing is
+    judged lost on an error.
+    """
+    tp = CkTopicPartition(rng.topic, rng.partition)
+    deadline = time.monotonic() + WATERMARK_PATIENCE_S
+    while True:
+        try:
+            with kafka_errors(f"Fetching watermarks of {rng.topic}-{rng.partition}"):
+                low, high = pc.consumer.get_watermark_offsets(
+                    tp, timeout=WATERMARK_TIMEOUT_S, cached=False
+                )
+            return int(low), int(high)
+        except KafkaClientError as exc:
+            passing = exc.retriable or exc.code in _PASSING_WHILE_LEADERS_MOVE
+            if not passing or time.monotonic() >= deadline:
+                raise
+            log.info("%s; asking again", exc)
+            time.sleep(WATERMARK_RETRY_S)
+
+
+def _check_short_log(
+    pc: PartitionConsumer, rng: OffsetRange, nxt: int, fail: bool, on_skip: OnSkip | None = None
+) -> int:
+    """EOF before ``until``: more data is on its way, or the log shrank (topic recreated)."""
+    _low, high = _watermarks(pc, rng)
+    if high >= rng.until_offset:
+        return nxt  # the records exist; librdkafka is still fetching them
+    detail = (
+        f"the range [{rng.from_offset}, {rng.until_offset}) was planned but the log now ends at "
+        f"{high}; the topic may have been recreated"
+    )
+    return _lost(pc, rng, nxt, rng.until_offset, fail, detail, on_skip)
+
+
+def _out_of_range(
+    pc: PartitionConsumer, rng: OffsetRange, nxt: int, fail: bool, on_skip: OnSkip | None = None
+) -> int:
+    low, high = _watermarks(pc, rng)
+    if low <= nxt < high:
+        # The log moved between the error and our look (e.g. a recreated topic refilled): the
+        # position is valid again, so nothing is lost; read on from it.
+        log.info("Offset %d of %s-%s is readable again; resuming", nxt, rng.topic, rng.partition)
+        pc.position_at(rng.topic, rng.partition, nxt)
+        return nxt
+    detail = f"offset {nxt} is out of range; the broker has [{low}, {high})"
+    resume = low if nxt < low else rng.until_offset
+    return _lost(pc, rng, nxt, min(resume, rng.until_offset), fail, detail, on_skip)
+
+
+def _lost(
+    pc: PartitionConsumer,
+    rng: OffsetRange,
+    nxt: int,
+    resume: int,
+    fail: bool,
+    detail: str,
+    on_skip: OnSkip | None = None,
+) -> int:
+    if fail:
+        raise DataLossError(rng.topic, rng.partition, detail)
+    log.warning(
+        "Data loss on %s-%s: %s. Skipping %d offsets (failOnDataLoss=false).",
+        rng.topic,
+        rng.partition,
+        detail,
+        resume - nxt,
+    )
+    if on_skip is not None and resume > nxt:
+        on_skip(rng, nxt, resume)
+    pc.next_offset = None
+    if resume < rng.until_offset:
+        pc.position_at(rng.topic, rng.partition, resume)
+    return resume

@@ -1,0 +1,174 @@
+"""Executor-side read of one input partition. Runs in Spark executors (Python workers).
+
+Everything a task needs travels in :class:`~kafka_direct.config.clients.ExecutorSettings`, which
+is small, frozen and picklable. The consumer comes from the process-wide pool (Python workers are
+reused between tasks, so a pooled consumer survives from one micro-batch to the next); a task
+reattempt or any error invalidates it, as Spark's ``KafkaDataConsumer`` does. Which read path a
+consumer takes (the C fast path of :mod:`kafka_direct.consumer.native`, or confluent-kafka's
+Python messages) is part of its pool key, so a pooled consumer of one kind never serves a query
+that asked for the other (``fastPath.enabled``).
+
+Task statistics, for benchmarks: when the environment variable ``KAFKA_DIRECT_STATS_DIR``
+names a directory in the Python workers' environment, every task appends one JSON line to
+``<dir>/tasks-<pid>.jsonl`` when it ends: the range, rows read, start and end wall-clock times,
+whether it read through the C fast path, and what the consumer pool did for it (hits, misses and
+consumers created). One line per task, never per record or batch, so it stays off the hot path;
+without the variable nothing is recorded. ``benchmarks/run.py`` uses it for the pool hit rate and
+per-task timing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Iterator, Mapping
+
+import pyarrow as pa
+from confluent_kafka import Consumer
+
+from kafka_direct.config.clients import ExecutorSettings
+from kafka_direct.consumer import native
+from kafka_direct.consumer.fetch import OnSkip, PartitionConsumer, fetch_range
+from kafka_direct.consumer.pool import PoolKey, config_fingerprint, get_pool
+from kafka_direct.kafka.events import ClientEvents
+from kafka_direct.kafka.logs import client_hooks
+from kafka_direct.kafka.translate import kafka_errors
+from kafka_direct.offsets import OffsetRange
+
+__all__ = ["STATS_DIR_ENV", "read_range", "uses_fast_path"]
+
+log = logging.getLogger(__name__)
+
+#: Environment variable naming a directory for per-task statistics (see the module docstring).
+STATS_DIR_ENV = "KAFKA_DIRECT_STATS_DIR"
+
+
+def _new_consumer(key: PoolKey, config: Mapping[str, str]) -> PartitionConsumer:
+    events = ClientEvents("The executor's Kafka consumer")
+    if key.fast_path:
+        return PartitionConsumer(native.new_consumer(config, events), events)
+    with kafka_errors("Creating a Kafka consumer on the executor"):
+        return PartitionConsumer(Consumer({**config, **client_hooks(events)}), events)
+
+
+def uses_fast_path(settings: ExecutorSettings) -> bool:
+    """Whether this process reads ranges of ``settings`` through the C fast path."""
+    return settings.fast_path and native.available()
+
+
+def _attempt_number() -> int:
+    # Imported here so the module stays importable (and unit-testable) without a Spark task.
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    return ctx.attemptNumber() if ctx is not None else 0
+
+
+def read_range(
+    settings: ExecutorSettings,
+    rng: OffsetRange,
+    log_start: int | None = None,
+    on_skip: OnSkip | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """Yield the records of ``rng`` as Arrow batches, with a pooled consumer. ``log_start`` is
+    the partition's first offset when the driver planned the range, if it knew it; ``on_skip``
+    hears of offsets skipped as lost (see :func:`~kafka_direct.consumer.fetch.fetch_range`)."""
+    if rng.from_offset >= rng.until_offset:
+        return
+    stats_dir = os.environ.get(STATS_DIR_ENV)
+    if stats_dir:
+        yield from _read_with_stats(settings, rng, stats_dir, log_start, on_skip)
+    else:
+        yield from _read(settings, rng, log_start, on_skip)
+
+
+def _read(
+    settings: ExecutorSettings,
+    rng: OffsetRange,
+    log_start: int | None = None,
+    on_skip: OnSkip | None = None,
+) -> Iterator[pa.RecordBatch]:
+    fetch_args = {
+        "on_skip": on_skip,
+        "poll_timeout_ms": settings.poll_timeout_ms,
+        "fail_on_data_loss": settings.fail_on_data_loss,
+        "batch_size": settings.batch_size,
+        "include_headers": settings.include_headers,
+        "log_start": log_start,
+    }
+    config = settings.consumer_config
+    key = PoolKey(
+        config["group.id"],
+        rng.topic,
+        rng.partition,
+        config_fingerprint(config),
+        fast_path=uses_fast_path(settings),
+    )
+    if not settings.cache_enabled:
+        pc = _new_consumer(key, config)
+        try:
+            yield from fetch_range(pc, rng, **fetch_args)  # type: ignore[arg-type]
+        finally:
+            pc.close()
+        return
+    pool = get_pool(_new_consumer, settings.cache_capacity, settings.cache_timeout_s)
+    with pool.lease(key, config, reattempt=_attempt_number() > 0) as lease:
+        yield from fetch_range(lease.consumer, rng, **fetch_args)  # type: ignore[arg-type]
+
+
+def _read_with_stats(
+    settings: ExecutorSettings,
+    rng: OffsetRange,
+    stats_dir: str,
+    log_start: int | None,
+    on_skip: OnSkip | None,
+) -> Iterator[pa.RecordBatch]:
+    """:func:`_read`, plus one JSON line of task statistics when the task ends."""
+    pool = get_pool(_new_consumer)
+    before = pool.stats()
+    started = time.time()
+    rows = batches = 0
+    outcome = "failed"
+    try:
+        for batch in _read(settings, rng, log_start, on_skip):
+            rows += batch.num_rows
+            batches += 1
+            yield batch
+        outcome = "ok"
+    except GeneratorExit:
+        outcome = "closed"
+        raise
+    finally:
+        after = pool.stats()
+        record = {
+            "pid": os.getpid(),
+            "topic": rng.topic,
+            "partition": rng.partition,
+            "from": rng.from_offset,
+            "until": rng.until_offset,
+            "rows": rows,
+            "batches": batches,
+            "start": started,
+            "end": time.time(),
+            "outcome": outcome,
+            "pool_enabled": settings.cache_enabled,
+            "fast_path": uses_fast_path(settings),
+            # Deltas of this process's pool counters: a Python worker runs one task at a time.
+            "pool_hits": after.hits - before.hits,
+            "pool_misses": after.misses - before.misses,
+            "pool_creations": after.creations - before.creations,
+            "pool_size": after.size,
+        }
+        _append_stats(stats_dir, record)
+
+
+def _append_stats(stats_dir: str, record: dict[str, object]) -> None:
+    path = os.path.join(stats_dir, f"tasks-{os.getpid()}.jsonl")
+    try:
+        # One short append per task: O_APPEND keeps concurrent writers' lines whole.
+        with open(path, "a", encoding="utf-8") as out:
+            out.write(json.dumps(record, separators=(",", ":")) + "\n")
+    except OSError as exc:
+        log.warning("Could not write task statistics to %s: %s", path, exc)

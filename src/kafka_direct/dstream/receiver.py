@@ -1,0 +1,346 @@
+"""A receiver: a member of the user's consumer group that writes what it receives to the log.
+Runs in a Spark executor (a Python worker), as one long-running task, for as long as the stream
+runs; the driver starts it (:mod:`~kafka_direct.dstream.receiver_supervisor`) and restarts it
+when it dies.
+
+The loop is Spark's ``KafkaReceiver`` with its ``ReliableKafkaReceiver`` rules:
+
+- it ``subscribe``s, so Kafka assigns its partitions, and reading starts from the group's
+  committed offsets (``auto.offset.reset`` where there are none);
+- records go into a block, which is closed every ``blockInterval`` (or at 8 MB), appended to
+  the log (durable, with the WAL: :meth:`~kafka_direct.dstream.wal.BlockWriter.append`), and
+  only **then** are the block's offsets committed to the group;
+- on revocation, the block being filled is logged and committed before the callback returns,
+  so everything received from the revoked partitions is in the log before they are given up;
+  on a lost assignment (the member was dropped), its records are discarded uncommitted, and the
+  next owner reads them from the last commit;
+- ``maxRatePerReceiver`` caps records per second, and while the log holds ``maxPendingBlocks``
+  or more unprocessed blocks it pauses its partitions (``consumer.pause``), which also empties
+  librdkafka's prefetch queue, so memory stays flat whatever the backlog;
+- it ends when the stop marker appears, when a newer run owns the directory, or when the driver
+  has been silent too long (:class:`~kafka_direct.dstream.receiver_control.ReceiverSignals`);
+  then it logs its block, commits and leaves the group.
+
+A failed commit is logged and not retried: the block is in the log already, so the worst case is
+that the partition's next owner reads those records again.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from kafka_direct.config.dstream import ReceiverStreamConfig
+from kafka_direct.consumer.rows import to_record_batch
+from kafka_direct.dstream.receiver_control import ReceiverSignals, ReceiverStatus, write_status
+from kafka_direct.dstream.receiver_control import resident_bytes as _rss
+from kafka_direct.dstream.receiver_policy import BlockCutter, PauseRule, RateLimiter
+from kafka_direct.dstream.wal import BlockMeta, BlockWriter
+from kafka_direct.logs import RepeatLimiter
+
+__all__ = ["Receiver", "ReceiverSpec"]
+
+log = logging.getLogger(__name__)
+
+#: Most records taken from the consumer in one call: their Python objects are the receiver's
+#: other transient memory, next to the block.
+_MAX_CONSUME = 5_000
+#: How often the receiver looks at the control files, the log's size, and reports its status.
+_SIGNALS_EVERY_S = 0.25
+_PENDING_EVERY_S = 0.1
+_STATUS_EVERY_S = 1.0
+
+
+@dataclass(frozen=True)
+class ReceiverSpec:
+    """Everything a receiver task needs, pickled by the driver into the task."""
+
+    config: ReceiverStreamConfig
+    root: str  # walDir
+    run: str
+    receiver: int
+    attempt: int
+    orphan_timeout_s: float
+
+
+@dataclass
+class _Block:
+    batches: list[pa.RecordBatch] = field(default_factory=list)
+    #: (topic, partition) -> [first offset, last offset + 1, records]
+    ranges: dict[tuple[str, int], list[int]] = field(default_factory=dict)
+    records: int = 0
+    size: int = 0
+    opened_at: float | None = None
+
+    def add(self, tp: tuple[str, int], batch: pa.RecordBatch, first: int, last: int) -> None:
+        self.batches.append(batch)
+        seen = self.ranges.get(tp)
+        if seen is None:
+            self.ranges[tp] = [first, last + 1, batch.num_rows]
+        else:
+            seen[1], seen[2] = last + 1, seen[2] + batch.num_rows
+        self.records += batch.num_rows
+        self.size += batch.nbytes
+
+    def drop(self, lost: set[tuple[str, int]]) -> int:
+        keep = [b for b in self.batches if _tp_of(b) not in lost]
+        dropped: int = self.records - sum(int(b.num_rows) for b in keep)
+        self.batches = keep
+        self.ranges = {tp: r for tp, r in self.ranges.items() if tp not in lost}
+        self.records -= dropped
+        self.size = sum(b.nbytes for b in keep)
+        return dropped
+
+
+def _tp_of(batch: pa.RecordBatch) -> tuple[str, int]:
+    return str(batch.column(2)[0].as_py()), int(batch.column(3)[0].as_py())
+
+
+class Receiver:
+    """One receiver's loop around an injected consumer (confluent-kafka's, or a test fake)."""
+
+    def __init__(
+        self,
+        spec: ReceiverSpec,
+        consumer: Any,
+        writer: BlockWriter,
+        signals: ReceiverSignals,
+        *,
+        committer: Callable[[dict[tuple[str, int], int]], bool],
+        classify_error: Callable[[Any], BaseException | None] = lambda _error: None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        report: Callable[[ReceiverStatus], None] | None = None,
+    ) -> None:
+        config = spec.config
+        self.spec = spec
+        self.consumer = consumer
+        self.writer = writer
+        self.signals = signals
+        self._commit_offsets = committer
+        self._classify_error = classify_error
+        self._clock = clock
+        self._sleep = sleep
+        self._report = report or (lambda status: write_status(spec.root, status))
+        self.limiter = RateLimiter(config.max_rate_per_receiver, config.block_interval_s, clock)
+        self.cutter = BlockCutter(config.block_interval_s)
+        self.rule = PauseRule(config.max_pending_blocks)
+        self.block = _Block()
+        self.paused = False
+        self._repause = False
+        self._pending_checked = self._signals_checked = self._reported = -1e18
+        self._warnings = RepeatLimiter()
+        self.status = ReceiverStatus(
+            receiver=spec.receiver,
+            run=spec.run,
+            host=os.uname().nodename,
+            pid=os.getpid(),
+            attempt=spec.attempt,
+        )
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    def run(self) -> str:
+        """Receive until told to stop; returns why it stopped. Raises what killed it."""
+        log.info(
+            "Receiver %d (attempt %d) of group '%s' starts on %s, pid %d",
+            self.spec.receiver,
+            self.spec.attempt,
+            self.spec.config.group,
+            self.status.host,
+            self.status.pid,
+        )
+        self.consumer.subscribe(
+            list(self.spec.config.topics),
+            on_assign=self._on_assign,
+            on_revoke=self._on_revoke,
+            on_lost=self._on_lost,
+        )
+        self._set_state("running")
+        try:
+            while True:
+                reason = self._stop_reason()
+                if reason is not None:
+                    break
+                self.step()
+            self.flush("stop")
+        except BaseException as exc:
+            self.abandon()
+            self.status.error = f"{type(exc).__name__}: {exc}"
+            self.status.fatal = _is_fatal(exc)
+            self._set_state("failed")
+            raise
+        log.info("Receiver %d stops: %s", self.spec.receiver, reason)
+        self._set_state("stopped")
+        return reason
+
+    def step(self) -> None:
+        """One turn: close a due block, apply back-pressure, take what the rate allows."""
+        now = self._clock()
+        if self.cutter.due(self.block.opened_at, now, self.block.size):
+            self.flush("interval")
+        self._apply_pause(now)
+        if self.paused:
+            # Serves rebalances; a partition assigned meanwhile may still hand over records.
+            self._take(self.consumer.consume(num_messages=_MAX_CONSUME, timeout=0.1))
+            if self._repause:
+                self._pause_assignment()
+            return
+        allowed = self.limiter.allowance(_MAX_CONSUME)
+        if allowed < 1:
+            self._sleep(min(0.1, max(0.001, self.limiter.wait_s())))
+            return
+        timeout = self.spec.config.block_interval_s
+        if self.block.opened_at is not None:
+            timeout = max(0.0, self.block.opened_at + timeout - now)
+        messages = self.consumer.consume(num_messages=allowed, timeout=min(0.1, timeout))
+        self.limiter.take(len(messages))
+        self._take(messages)
+        self._report_now(self._clock())
+
+    def flush(self, why: str) -> None:
+        """Log the block being filled, then commit its offsets (in this order)."""
+        block = self.block
+        if not block.records:
+            return
+        meta = BlockMeta(
+            receiver=self.spec.receiver,
+            run=self.spec.run,
+            created_ns=time.time_ns(),
+            records=block.records,
+            ranges=tuple((t, p, r[0], r[1], r[2]) for (t, p), r in sorted(block.ranges.items())),
+        )
+        self.writer.append(block.batches, meta)  # durable (with the WAL) when it returns
+        self.block = _Block()
+        self._pending_checked = -1e18  # count the log again before taking more
+        self.status.records += meta.records
+        self.status.blocks += 1
+        if not self._commit_offsets({(t, p): until for t, p, _, until, _ in meta.ranges}):
+            self.status.commit_failures += 1
+        log.debug("Receiver %d logged %d records (%s)", self.spec.receiver, meta.records, why)
+
+    # -- what the consumer hands over ----------------------------------------------------------
+
+    def _take(self, messages: Iterable[Any]) -> None:
+        by_tp: dict[tuple[str, int], list[Any]] = {}
+        for message in messages:
+            error = message.error()
+            if error is not None:
+                self._consumer_error(error)
+                continue
+            by_tp.setdefault((message.topic(), message.partition()), []).append(message)
+        if not by_tp:
+            return
+        if self.block.opened_at is None:
+            self.block.opened_at = self._clock()
+        for (topic, partition), batch in by_tp.items():
+            record_batch = to_record_batch(
+                topic, partition, batch, self.spec.config.include_headers
+            )
+            self.block.add((topic, partition), record_batch, batch[0].offset(), batch[-1].offset())
+
+    def _consumer_error(self, error: Any) -> None:
+        problem = self._classify_error(error)
+        if problem is not None:
+            raise problem
+        self._warnings.log(
+            log, logging.WARNING, error.name(), "Receiver %d: %s", self.spec.receiver, error.str()
+        )
+
+    def abandon(self) -> None:
+        """Forget what is not logged yet (never committed: Kafka delivers it again), so that
+        leaving the group after a failure logs and commits nothing more."""
+        self.block = _Block()
+
+    # -- rebalances ----------------------------------------------------------------------------
+
+    def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
+        names = sorted(f"{p.topic}-{p.partition}" for p in partitions)
+        log.info("Receiver %d assigned %s", self.spec.receiver, ", ".join(names) or "nothing")
+        self.status.assignment = sorted({*self.status.assignment, *names})
+        self._repause = self.paused
+        self._report_now(self._clock(), force=True)
+
+    def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
+        # Before the partitions go: everything received is logged, then committed.
+        self.flush("revoked")
+        gone = {f"{p.topic}-{p.partition}" for p in partitions}
+        self.status.assignment = [n for n in self.status.assignment if n not in gone]
+        log.info("Receiver %d gives up %s", self.spec.receiver, ", ".join(sorted(gone)))
+
+    def _on_lost(self, consumer: Any, partitions: list[Any]) -> None:
+        lost = {(p.topic, p.partition) for p in partitions}
+        dropped = self.block.drop(lost)
+        gone = {f"{t}-{p}" for t, p in lost}
+        self.status.assignment = [n for n in self.status.assignment if n not in gone]
+        log.warning(
+            "Receiver %d lost %s (dropped from the group); %d received records of them were "
+            "not logged: their next owner reads them from the group's last commit",
+            self.spec.receiver,
+            ", ".join(sorted(gone)),
+            dropped,
+        )
+
+    # -- back-pressure, signals, status --------------------------------------------------------
+
+    def _apply_pause(self, now: float) -> None:
+        if now - self._pending_checked < _PENDING_EVERY_S:
+            return
+        self._pending_checked = now
+        should = self.rule.paused(self.writer.pending())
+        if should and not self.paused:
+            self.paused = True
+            self.status.pauses += 1
+            self._pause_assignment()
+            log.info(
+                "Receiver %d paused: the log holds %d or more unprocessed blocks",
+                self.spec.receiver,
+                self.rule.max_pending,
+            )
+            self._set_state("paused")
+        elif not should and self.paused:
+            self.paused = False
+            self.consumer.resume(self.consumer.assignment())
+            log.info("Receiver %d resumed", self.spec.receiver)
+            self._set_state("running")
+
+    def _pause_assignment(self) -> None:
+        self._repause = False
+        assignment = self.consumer.assignment()
+        if assignment:
+            self.consumer.pause(assignment)
+
+    def _stop_reason(self) -> str | None:
+        now = self._clock()
+        if now - self._signals_checked < _SIGNALS_EVERY_S:
+            return None
+        self._signals_checked = now
+        return self.signals.stop_reason()
+
+    def _set_state(self, state: str) -> None:
+        self.status.state = state
+        self._report_now(self._clock(), force=True)  # a change of state is reported at once
+
+    def _report_now(self, now: float, *, force: bool = False) -> None:
+        if not force and now - self._reported < _STATUS_EVERY_S:
+            return
+        self._reported = now
+        self.status.rss_bytes = _rss()
+        try:
+            self._report(self.status)
+        except OSError as exc:  # a status report must never stop the receiver
+            self._warnings.log(log, logging.WARNING, "status", "Status not written: %s", exc)
+
+
+def _is_fatal(exc: BaseException) -> bool:
+    from kafka_direct.errors import ConfigurationError, KafkaClientError
+
+    if isinstance(exc, ConfigurationError):
+        return True
+    return isinstance(exc, KafkaClientError) and not exc.retriable

@@ -1,0 +1,132 @@
+"""The receiver's side of confluent-kafka, and the entry point of its Spark task. Runs in a Spark
+executor (the receiver's Python worker).
+
+Everything that touches the Kafka client is here, so the loop in
+:mod:`~kafka_direct.dstream.receiver` runs against a fake consumer in unit tests:
+
+- :func:`new_consumer`: the group member, with the library's log and error hooks, librdkafka's
+  refusal of a setting turned into a :class:`~kafka_direct.errors.ConfigurationError`;
+- :func:`commit`: a synchronous commit of a logged block's offsets, translated;
+- :func:`consumer_error`: which error events end the receiver (a fatal client error, a denied
+  ACL, no committed offset under ``auto.offset.reset=none``) and which only warn;
+- :func:`receiver_task`: what ``foreachPartition`` runs, from start to leaving the group.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException
+from confluent_kafka import TopicPartition as CkTopicPartition
+
+from kafka_direct.config.dstream import ReceiverStreamConfig, receiver_consumer_config
+from kafka_direct.consumer.rows import ARROW_SCHEMA, ARROW_SCHEMA_WITH_HEADERS
+from kafka_direct.dstream.receiver import Receiver, ReceiverSpec
+from kafka_direct.dstream.receiver_control import ReceiverSignals, ReceiverStatus, write_status
+from kafka_direct.dstream.wal import BlockWriter
+from kafka_direct.errors import ConfigurationError, KafkaClientError, KafkaDirectError
+from kafka_direct.kafka.events import ClientEvents
+from kafka_direct.kafka.logs import client_hooks
+from kafka_direct.kafka.translate import config_error, kafka_errors, translate
+from kafka_direct.logs import ensure_worker_logging
+
+__all__ = ["commit", "consumer_error", "new_consumer", "receiver_task"]
+
+log = logging.getLogger(__name__)
+
+#: Error events after which receiving cannot go on: access is denied, or the client is dead.
+_DENIED = {
+    KafkaError.TOPIC_AUTHORIZATION_FAILED,
+    KafkaError.GROUP_AUTHORIZATION_FAILED,
+    KafkaError.SASL_AUTHENTICATION_FAILED,
+    KafkaError._AUTHENTICATION,
+}
+
+
+def new_consumer(config: ReceiverStreamConfig, receiver: int) -> Any:
+    settings = receiver_consumer_config(config, receiver)
+    events = ClientEvents(f"Receiver {receiver} of group '{config.group}'")
+    try:
+        return Consumer({**settings, **client_hooks(events)})
+    except KafkaException as exc:
+        refused = config_error(exc, config.kafka, prefix="")
+        if refused is not None:
+            raise refused from None
+        raise translate(exc, f"Creating receiver {receiver}'s Kafka consumer") from exc
+
+
+def commit(consumer: Any, offsets: Mapping[tuple[str, int], int], receiver: int) -> bool:
+    """Commit a logged block's offsets; False (logged) if the group refused them."""
+    tps = [CkTopicPartition(t, p, int(o)) for (t, p), o in sorted(offsets.items())]
+    shown = ", ".join(f"{t}-{p}@{o}" for (t, p), o in sorted(offsets.items()))
+    try:
+        with kafka_errors(f"Receiver {receiver} committing {shown}"):
+            answer = consumer.commit(offsets=tps, asynchronous=False)
+        failed = [tp for tp in answer or [] if tp.error is not None]
+        if failed:
+            raise KafkaClientError(
+                f"Receiver {receiver} committing {shown}: "
+                + "; ".join(f"{tp.topic}-{tp.partition}: {tp.error}" for tp in failed)
+            )
+    except KafkaClientError as exc:
+        log.warning(
+            "%s. The block is in the log already: the partitions' next owner may read these "
+            "records again (a repeat, not a loss).",
+            exc,
+        )
+        return False
+    return True
+
+
+def consumer_error(error: KafkaError, config: ReceiverStreamConfig) -> KafkaDirectError | None:
+    """The error that ends the receiver for this event, or None to log it and go on."""
+    code = error.code()
+    if code == KafkaError._AUTO_OFFSET_RESET:
+        return ConfigurationError(
+            "auto.offset.reset",
+            config.auto_offset_reset,
+            "'earliest' or 'latest' for partitions the group has no offset for",
+            f"Group '{config.group}' has no committed offset for a partition it was assigned "
+            f"({error.str()}); with 'none' the receiver cannot choose where to start. Set "
+            "'auto.offset.reset' in kafkaParams, or commit offsets for the group first.",
+        )
+    if error.fatal() or code in _DENIED:
+        return translate(KafkaException(error), f"Receiving for group '{config.group}'")
+    return None
+
+
+def receiver_task(spec: ReceiverSpec, _rows: Iterable[Any]) -> None:
+    """The receiver's Spark task (``foreachPartition``): runs until the stream stops."""
+    ensure_worker_logging()
+    try:
+        consumer = new_consumer(spec.config, spec.receiver)
+    except KafkaDirectError as exc:
+        failed = ReceiverStatus(spec.receiver, spec.run, state="failed", attempt=spec.attempt)
+        failed.error = f"{type(exc).__name__}: {exc}"
+        failed.fatal = isinstance(exc, ConfigurationError) or not getattr(exc, "retriable", True)
+        write_status(spec.root, failed)
+        raise exc.with_traceback(None) from None
+    schema = ARROW_SCHEMA_WITH_HEADERS if spec.config.include_headers else ARROW_SCHEMA
+    writer = BlockWriter(spec.root, spec.run, durable=spec.config.write_ahead_log, schema=schema)
+    signals = ReceiverSignals(spec.root, spec.run, orphan_timeout_s=spec.orphan_timeout_s)
+    receiver = Receiver(
+        spec,
+        consumer,
+        writer,
+        signals,
+        committer=lambda offsets: commit(consumer, offsets, spec.receiver),
+        classify_error=lambda error: consumer_error(error, spec.config),
+    )
+    try:
+        receiver.run()
+    except KafkaDirectError as exc:
+        raise exc.with_traceback(None) from None
+    finally:
+        receiver.abandon()
+        try:
+            # Leaves the group at once, so the partitions move now, not after a session timeout.
+            consumer.close()
+        except (KafkaException, RuntimeError) as exc:
+            log.warning("Receiver %d: closing its consumer failed: %s", spec.receiver, exc)

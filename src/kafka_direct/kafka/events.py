@@ -1,0 +1,131 @@
+"""Each client's ``error_cb``: why a request failed. Plain library: the Spark driver and
+executors.
+
+A failed request only says "Broker transport failure" or times out; the client's own events say
+why (a host name that does not resolve, a refused connection, a server that is not Kafka, failed
+authentication), and that cause is what an error message needs. :class:`ClientEvents` keeps the
+last few, logs each new one once, and tells callers when waiting cannot help.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections import deque
+
+from confluent_kafka import KafkaError
+
+from kafka_direct.errors import KafkaClientError
+
+__all__ = ["ClientEvents"]
+
+log = logging.getLogger(__name__)
+
+_TIMING = re.compile(r"\s*\(after \d+ms in state \w+\)\s*$")
+
+# Errors that retrying cannot fix: the configuration is wrong.
+_CONFIG_ERRORS = {
+    "_AUTHENTICATION",
+    "SASL_AUTHENTICATION_FAILED",
+    "_SSL",
+    "_INVALID_ARG",
+    "UNSUPPORTED_SASL_MECHANISM",
+    "ILLEGAL_SASL_STATE",
+}
+
+
+def _hint(name: str, text: str) -> str:
+    """What to check for one client event, naming the options involved."""
+    if name == "_RESOLVE":
+        return "check the host names in 'kafka.bootstrap.servers'"
+    if "Connection refused" in text:
+        return (
+            "nothing accepts connections there: check the host and port in "
+            "'kafka.bootstrap.servers' and that the broker is running"
+        )
+    if "Invalid response size" in text or name == "_BAD_MSG":
+        return (
+            "the address answered, but not as a Kafka broker; check the port in "
+            "'kafka.bootstrap.servers', or set 'kafka.security.protocol' if it expects TLS"
+        )
+    if name in {"_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED", "ILLEGAL_SASL_STATE"}:
+        return (
+            "check 'kafka.security.protocol', 'kafka.sasl.mechanism', 'kafka.sasl.username' "
+            "and 'kafka.sasl.password'"
+        )
+    if name == "_SSL":
+        return "check 'kafka.security.protocol' and the 'kafka.ssl.*' options"
+    return ""
+
+
+class ClientEvents:
+    """A librdkafka client's ``error_cb``: keeps its last few error events, and logs each new one.
+
+    librdkafka recovers from most of these by itself (a broker restarting, a lost connection),
+    so they do not fail anything here; they explain a failure or a timeout that follows. Errors
+    that retrying cannot fix (authentication, TLS, a fatal client error) let callers stop
+    waiting: see :meth:`config_error`. Thread-safe: librdkafka calls it from ``poll``/``consume``
+    in whichever thread runs them.
+    """
+
+    def __init__(self, client: str, keep: int = 8) -> None:
+        self._client = client
+        self._events: deque[tuple[str, str]] = deque(maxlen=keep)
+        self._lock = threading.Lock()
+        self._count = 0
+        #: (event number, name, text, fatal) of recent authentication/TLS/fatal events.
+        self._config_events: deque[tuple[int, str, str, bool]] = deque(maxlen=keep)
+
+    def __call__(self, error: KafkaError) -> None:
+        # Without librdkafka's timing suffix, a repeated event reads the same every time.
+        name, text = error.name(), _TIMING.sub("", error.str())
+        with self._lock:
+            self._count += 1
+            new = (name, text) not in self._events
+            self._events.append((name, text))
+            if name in _CONFIG_ERRORS or error.fatal():
+                self._config_events.append((self._count, name, text, bool(error.fatal())))
+        if new:  # librdkafka repeats its events at every reconnect attempt
+            log.warning("%s reported: %s (%s)", self._client, text, name)
+
+    def mark(self) -> int:
+        """A point in the event stream, for :meth:`config_error`."""
+        with self._lock:
+            return self._count
+
+    def config_error(self, since: int = 0) -> KafkaClientError | None:
+        """An error that waiting cannot fix, reported after ``since`` (a :meth:`mark`), or None.
+
+        A fatal error counts at once. Authentication and TLS errors count when reported at least
+        twice: librdkafka reports a real one again at every reconnect, while a broker restarting
+        in the middle of a handshake gives one that the next connection clears. Callers take a
+        mark when they start, and again whenever they make progress, so an old event never
+        fails a later call.
+        """
+        with self._lock:
+            recent = [e for e in self._config_events if e[0] > since]
+        if not recent or (len(recent) < 2 and not any(fatal for *_, fatal in recent)):
+            return None
+        _, name, text, _ = recent[-1]
+        return KafkaClientError(
+            f"{self._client}: {_with_hint(name, text)} ({name})", code=name, retriable=False
+        )
+
+    def summary(self) -> str:
+        """The distinct causes reported so far, newest first, with what to check; or ''."""
+        with self._lock:
+            events = list(self._events)
+        seen: list[tuple[str, str]] = []
+        for name, text in reversed(events):
+            # "n/n brokers are down" only restates the others.
+            if name != "_ALL_BROKERS_DOWN" and all(text != t for _, t in seen):
+                seen.append((name, text))
+        if not seen and events:
+            seen = [events[-1]]
+        return "; ".join(f"{_with_hint(name, text)} ({name})" for name, text in seen[:2])
+
+
+def _with_hint(name: str, text: str) -> str:
+    hint = _hint(name, text)
+    return f"{text} -> {hint}" if hint else text

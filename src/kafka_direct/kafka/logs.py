@@ -1,0 +1,67 @@
+"""librdkafka's log lines through Python ``logging``. Plain library: wherever a Kafka client is
+created (driver, executors, the CLI).
+
+Left alone, librdkafka prints its log lines to stderr: a wrong ``kafka.bootstrap.servers`` gave
+thousands of ``%3|...|FAIL|...Connection refused`` lines on the console. Every client the library
+creates passes :data:`LIBRDKAFKA_LOG` as confluent-kafka's ``logger`` setting instead, so the
+lines go to the ``kafka_direct.librdkafka`` logger, where the application's logging decides what
+to show. Two rules keep them few:
+
+- A connection failure (librdkafka's ``FAIL`` facility) is also reported to the client's
+  ``error_cb`` (:class:`kafka_direct.kafka.events.ClientEvents`), which logs it once with a hint
+  of what to check; the raw line goes out at DEBUG.
+- Lines that say the same thing again (numbers aside) within a minute are dropped; the next one
+  that gets through says how many were dropped (:class:`kafka_direct.logs.RepeatLimiter`).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from kafka_direct.logs import RepeatLimiter
+
+__all__ = ["LIBRDKAFKA_LOG", "LibrdkafkaLog", "client_hooks"]
+
+# syslog levels (librdkafka's) → logging levels.
+_LEVELS = {0: logging.CRITICAL, 1: logging.CRITICAL, 2: logging.CRITICAL, 3: logging.ERROR}
+_LEVELS.update({4: logging.WARNING, 5: logging.INFO, 6: logging.INFO, 7: logging.DEBUG})
+
+# What makes two lines "the same": everything but numbers (ports, counts, timings, offsets).
+_NUMBERS = re.compile(r"\d+")
+
+
+class LibrdkafkaLog:
+    """What confluent-kafka's ``logger`` setting calls: ``log(level, fmt, *args)``.
+
+    confluent-kafka calls it with librdkafka's syslog level (0-7) and ``"%s [%s] %s"`` with the
+    facility, the client's name and the line.
+    """
+
+    def __init__(self, logger: logging.Logger, limiter: RepeatLimiter | None = None) -> None:
+        self.logger = logger
+        self.limiter = limiter or RepeatLimiter()
+
+    def log(self, level: int, msg: str, *args: object) -> None:
+        facility = str(args[0]) if args else ""
+        text = str(args[-1]) if args else msg
+        py_level = _LEVELS.get(level, logging.DEBUG) if isinstance(level, int) else logging.INFO
+        if facility == "FAIL":
+            py_level = logging.DEBUG  # error_cb reports it once, with what to check
+        if not self.logger.isEnabledFor(py_level):
+            return
+        key = (py_level, facility, _NUMBERS.sub("#", text))
+        self.limiter.log(self.logger, py_level, key, "librdkafka %s: %s", facility, text)
+
+
+#: The ``logger`` every client the library creates uses (see the module docstring).
+LIBRDKAFKA_LOG = LibrdkafkaLog(logging.getLogger("kafka_direct.librdkafka"))
+
+
+def client_hooks(error_cb: object | None = None) -> dict[str, object]:
+    """The non-string settings of a confluent-kafka client: logs to :data:`LIBRDKAFKA_LOG`,
+    errors to ``error_cb`` when given (a :class:`~kafka_direct.kafka.events.ClientEvents`)."""
+    hooks: dict[str, object] = {"logger": LIBRDKAFKA_LOG}
+    if error_cb is not None:
+        hooks["error_cb"] = error_cb
+    return hooks

@@ -1,0 +1,365 @@
+"""Driver-side offset reader on the Kafka AdminClient. Runs in the Spark driver (Python planner
+and stream-runner processes), and in the user's process for the CLI. Implements
+:class:`kafka_direct.planning.reader.OffsetReader`.
+
+The counterpart of Spark's ``KafkaOffsetReaderAdmin``: which partitions a strategy names, and
+their earliest, latest and by-timestamp offsets, each as ONE ``list_offsets`` request for all
+partitions. The client is created lazily and dropped on pickling, so a reader can be built in
+``__init__``-free code and shipped anywhere.
+
+What the cluster answers is checked before anyone uses it:
+
+- **Every offset, per partition.** A partition whose leader is down, moving or too slow comes
+  back with an error, or with no error and librdkafka's ``OFFSET_INVALID`` (-1001). Neither is
+  ever returned as an offset: such partitions make the call raise
+  :class:`~kafka_direct.errors.OffsetsUnavailableError`, which carries the valid answers of the
+  same request, so a stream can advance the partitions that did answer.
+- **First contact fails fast.** Until some broker has answered this reader, a failure is not an
+  outage but, most likely, a wrong address, a port that is not Kafka, or bad security settings:
+  the first call waits at most ``connect_timeout_s`` (10 s), then fails with the cause the client
+  reported and what to check. Once connected, retriable failures are retried
+  ``fetchOffset.numRetries`` times, ``fetchOffset.retryIntervalMs`` apart (Spark's options);
+  the stream planner adds its own patience on top (``fetchOffset.unavailableTimeout``).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any, TypeVar
+
+from confluent_kafka import IsolationLevel, KafkaException
+from confluent_kafka import TopicPartition as CkTopicPartition
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    ConfigResource,
+    ResourceType,
+)
+from confluent_kafka.admin import OffsetSpec as _CkOffsetSpec  # type: ignore[attr-defined]
+
+from kafka_direct.config.kafka import KafkaConfig, Subscription
+from kafka_direct.errors import KafkaClientError, OffsetsUnavailableError, TopicNotFoundError
+from kafka_direct.kafka.admin import new_admin_client
+from kafka_direct.kafka.events import ClientEvents
+from kafka_direct.kafka.groups import fetch_group_offsets
+from kafka_direct.kafka.translate import kafka_errors, translate
+from kafka_direct.offsets import PartitionOffsets, TopicPartition
+from kafka_direct.planning.reader import TimestampType
+
+__all__ = ["AdminOffsetReader"]
+
+log = logging.getLogger(__name__)
+# confluent-kafka ships OffsetSpec untyped; typed as Any once here rather than at every call.
+CkOffsetSpec: Any = _CkOffsetSpec
+T = TypeVar("T")
+
+#: librdkafka's OFFSET_INVALID: what ListOffsets answers, with no error, for a partition whose
+#: leader did not answer in time.
+OFFSET_INVALID = -1001
+
+
+def _describe_invalid(offset: int) -> str:
+    if offset == OFFSET_INVALID:
+        return "no valid offset (OFFSET_INVALID: its leader did not answer in time)"
+    return f"an invalid offset {offset}"
+
+
+class AdminOffsetReader:
+    """:class:`OffsetReader` over ``confluent_kafka.admin.AdminClient``."""
+
+    def __init__(
+        self,
+        kafka: Mapping[str, str],
+        *,
+        isolation_level: str = "read_uncommitted",
+        num_retries: int = 3,
+        retry_interval_ms: int = 10,
+        request_timeout_s: float = 30.0,
+        connect_timeout_s: float = 10.0,
+        admin_factory: Callable[[Mapping[str, str], ClientEvents], Any] | None = None,
+    ) -> None:
+        self._kafka = KafkaConfig(kafka)
+        self._isolation = (
+            IsolationLevel.READ_COMMITTED
+            if isolation_level == "read_committed"
+            else IsolationLevel.READ_UNCOMMITTED
+        )
+        self._num_retries = num_retries
+        self._retry_interval_s = retry_interval_ms / 1000.0
+        self._timeout_s = request_timeout_s
+        self._connect_timeout_s = connect_timeout_s
+        self._admin_factory = admin_factory or new_admin_client
+        self._admin: Any = None
+        self._events: ClientEvents | None = None
+        self._connected = False
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_admin"] = None  # a live client never crosses a process boundary
+        state["_events"] = None
+        state["_connected"] = False
+        return state
+
+    def __repr__(self) -> str:
+        return f"AdminOffsetReader(bootstrap={self._kafka.get('bootstrap.servers')!r})"
+
+    @property
+    def admin(self) -> Any:
+        if self._admin is None:
+            events = ClientEvents("The Kafka admin client")
+            self._admin = self._admin_factory(self._kafka, events)
+            self._events = events
+        return self._admin
+
+    def _client_said(self) -> ClientEvents | None:
+        """The admin client's error events, once librdkafka has handed them over (``poll``)."""
+        if self._admin is not None and self._events is not None:
+            poll = getattr(self._admin, "poll", None)
+            if poll is not None:
+                poll(0)
+        return self._events
+
+    def close(self) -> None:
+        # AdminClient has no close(); dropping the reference frees librdkafka's handle.
+        self._admin = None
+        self._connected = False
+
+    def _bootstrap(self) -> str:
+        return f"'kafka.bootstrap.servers'={self._kafka.get('bootstrap.servers', '')!r}"
+
+    # -- first contact -------------------------------------------------------------------------
+
+    def connect(self) -> None:
+        """Wait (at most ``connect_timeout_s``) for a first answer from the cluster.
+
+        Raises a non-retriable :class:`KafkaClientError` with the client's own explanation when
+        none comes: nothing at the address, a host that does not resolve, a server that is not
+        Kafka, failed authentication or TLS. Cheap once connected.
+        """
+        if self._connected:
+            return
+        admin = self.admin
+        mark = self._events.mark() if self._events is not None else 0
+        try:
+            with kafka_errors("Connecting to the Kafka cluster"):
+                admin.list_topics(timeout=self._connect_timeout_s)
+        except KafkaClientError as exc:
+            events = self._client_said()
+            said = events.summary() if events is not None else ""
+            fatal = events.config_error(mark) if events is not None else None
+            cause = str(fatal) if fatal is not None else said
+            if not cause:
+                # No client event at all: the connection was accepted, then nothing answered.
+                cause = (
+                    "something accepts connections there but did not answer as a Kafka broker. "
+                    "Check the port in 'kafka.bootstrap.servers' (it may be another service), "
+                    "that 'kafka.security.protocol' matches the listener (TLS, SASL), and that "
+                    "the broker is not paused or overloaded"
+                )
+            raise KafkaClientError(
+                f"Could not reach the Kafka cluster at {self._bootstrap()} within "
+                f"{self._connect_timeout_s:g} s: {cause}. Check the address and that the "
+                "brokers are running; once a query has reached its cluster, later outages are "
+                "waited out.",
+                code=fatal.code if fatal is not None else exc.code,
+                retriable=False,
+            ) from exc
+        self._connected = True
+
+    # -- metadata ------------------------------------------------------------------------------
+
+    def topic_partitions(self) -> dict[str, set[int]]:
+        """Every non-internal topic and its partitions (no topic auto-creation side effect)."""
+
+        def call() -> dict[str, set[int]]:
+            with kafka_errors("Fetching topic metadata"):
+                meta = self.admin.list_topics(timeout=self._timeout_s)
+            return {
+                name: set(t.partitions)
+                for name, t in meta.topics.items()
+                if t.error is None and not name.startswith("__")
+            }
+
+        return self._retrying("fetch topic metadata", call)
+
+    def partitions(self, strategy: Subscription) -> set[TopicPartition]:
+        topics = self.topic_partitions()
+        if strategy.kind == "subscribe":
+            wanted = [t for t in strategy.topics if t in topics]
+            return {TopicPartition(t, p) for t in wanted for p in topics[t]}
+        if strategy.kind == "subscribePattern":
+            pattern = re.compile(strategy.pattern or "")
+            return {
+                TopicPartition(t, p) for t, ps in topics.items() if pattern.fullmatch(t) for p in ps
+            }
+        missing = [tp for tp in strategy.partitions if tp.partition not in topics.get(tp.topic, ())]
+        if missing:
+            names = ", ".join(str(tp) for tp in missing)
+            raise TopicNotFoundError(
+                f"Option 'assign' names {names}, which the cluster does not have. "
+                "Create the topic (or partitions) first, or fix the 'assign' JSON."
+            )
+        return set(strategy.partitions)
+
+    # -- offsets -------------------------------------------------------------------------------
+
+    def earliest(self, tps: Iterable[TopicPartition]) -> PartitionOffsets:
+        return self._list(tps, lambda _tp: CkOffsetSpec.earliest(), "earliest")
+
+    def latest(
+        self, tps: Iterable[TopicPartition], known: Mapping[TopicPartition, int] | None = None
+    ) -> PartitionOffsets:
+        wanted = list(tps)
+        result = self._list(wanted, lambda _tp: CkOffsetSpec.latest(), "latest")
+        # A latest offset behind one we already saw can be a stale answer from a lagging
+        # replica (KAFKA-7703); Spark re-asks before believing it, and so do we.
+        for attempt in range(self._num_retries):
+            behind = [tp for tp, off in result.items() if known and off < known.get(tp, -1)]
+            if not behind:
+                break
+            log.info("Latest offsets went backwards for %s; re-checking (%d)", behind, attempt + 1)
+            time.sleep(self._retry_interval_s)
+            result.update(self._list(behind, lambda _tp: CkOffsetSpec.latest(), "latest"))
+        return result
+
+    def committed(self, group: str, tps: Iterable[TopicPartition]) -> PartitionOffsets:
+        wanted = set(tps)
+        return self._retrying(
+            f"fetch committed offsets of group '{group}'",
+            lambda: fetch_group_offsets(
+                self._kafka, group, wanted, timeout_s=self._timeout_s, admin=self.admin
+            ),
+        )
+
+    def for_timestamps(self, stamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        return self._list(stamps, lambda tp: CkOffsetSpec.for_timestamp(stamps[tp]), "timestamp")
+
+    def timestamp_types(self, topics: Iterable[str]) -> dict[str, TimestampType]:
+        """Each topic's ``message.timestamp.type``: ONE DescribeConfigs request for all topics.
+
+        One attempt, not retried: filter pushdown is its only user, and it reads on without
+        the answer (it then cuts no range by an upper timestamp bound) rather than wait.
+        Anything but ``LogAppendTime`` counts as ``CreateTime``, the type that cuts nothing.
+        """
+        wanted = sorted(set(topics))
+        if not wanted:
+            return {}
+        self.connect()
+        resources = [ConfigResource(ResourceType.TOPIC, topic) for topic in wanted]
+        with kafka_errors("Describing topic configs"):
+            futures: dict[Any, Future[Any]] = self.admin.describe_configs(
+                resources, request_timeout=self._timeout_s
+            )
+        out: dict[str, TimestampType] = {}
+        for resource, future in futures.items():
+            try:
+                entries = future.result(timeout=self._timeout_s + 5)
+            except (KafkaException, FutureTimeout) as exc:
+                raise translate(exc, f"Describing the config of topic {resource.name}") from exc
+            entry = entries.get("message.timestamp.type")
+            appended = entry is not None and entry.value == "LogAppendTime"
+            out[resource.name] = "LogAppendTime" if appended else "CreateTime"
+        return out
+
+    def _list(
+        self, tps: Iterable[TopicPartition], spec: Callable[[TopicPartition], Any], kind: str
+    ) -> dict[TopicPartition, int]:
+        wanted = sorted(set(tps))
+        if not wanted:
+            return {}
+
+        def call() -> dict[TopicPartition, int]:
+            request = {CkTopicPartition(tp.topic, tp.partition): spec(tp) for tp in wanted}
+            with kafka_errors("Listing offsets"):
+                futures: dict[Any, Future[Any]] = self.admin.list_offsets(
+                    request,
+                    isolation_level=self._isolation,
+                    request_timeout=self._timeout_s,
+                )
+            out: dict[TopicPartition, int] = {}
+            unavailable: dict[TopicPartition, str] = {}
+            errors: list[KafkaClientError] = []
+            for ck_tp, future in futures.items():
+                tp = TopicPartition(ck_tp.topic, ck_tp.partition)
+                try:
+                    offset = int(future.result(timeout=self._timeout_s + 5).offset)
+                except (KafkaException, FutureTimeout) as exc:
+                    error = translate(exc, f"Listing {kind} offsets of {tp}")
+                    if isinstance(error, TopicNotFoundError):
+                        raise error from exc
+                    errors.append(error)
+                    unavailable[tp] = str(error).split(": ", 1)[-1]
+                    continue
+                # -1 is a real answer only to a timestamp lookup: no record is that recent.
+                if offset >= 0 or (kind == "timestamp" and offset == -1):
+                    out[tp] = offset
+                else:
+                    unavailable[tp] = _describe_invalid(offset)
+            if unavailable:
+                raise _unavailable(kind, out, unavailable, errors)
+            return out
+
+        return self._retrying(f"list {kind} offsets", call)
+
+    def _retrying(self, what: str, call: Callable[[], T]) -> T:
+        self.connect()
+        # The admin client lives as long as the query: only events of this call count.
+        mark = self._events.mark() if self._events is not None else 0
+        for attempt in range(self._num_retries + 1):
+            try:
+                return call()
+            except TopicNotFoundError:
+                raise
+            except KafkaClientError as exc:
+                events = self._client_said()
+                fatal = events.config_error(mark) if events is not None else None
+                if fatal is not None:
+                    # Authentication, TLS: another attempt would fail the same way.
+                    raise KafkaClientError(
+                        f"Could not {what}: {fatal}", code=fatal.code, retriable=False
+                    ) from exc
+                if not exc.retriable or attempt >= self._num_retries:
+                    raise self._final(what, attempt + 1, exc, events) from exc
+                log.info("Failed to %s (attempt %d): %s", what, attempt + 1, exc)
+                time.sleep(self._retry_interval_s)
+        raise AssertionError("unreachable")
+
+    def _final(
+        self, what: str, attempts: int, exc: KafkaClientError, events: ClientEvents | None
+    ) -> KafkaClientError:
+        said = events.summary() if events is not None else ""
+        cause = f" The client reported: {said}." if said else ""
+        retry = (
+            " To wait longer, raise 'fetchOffset.numRetries' / 'fetchOffset.retryIntervalMs'."
+            if exc.retriable
+            else ""
+        )
+        message = (
+            f"Could not {what} from {self._bootstrap()} after {attempts} attempt(s): "
+            f"{exc}.{cause}{retry}"
+        )
+        if isinstance(exc, OffsetsUnavailableError):
+            return OffsetsUnavailableError(
+                message, offsets=exc.offsets, unavailable=exc.unavailable, code=exc.code
+            )
+        return KafkaClientError(message, code=exc.code, retriable=exc.retriable)
+
+
+def _unavailable(
+    kind: str,
+    offsets: Mapping[TopicPartition, int],
+    unavailable: Mapping[TopicPartition, str],
+    errors: list[KafkaClientError],
+) -> OffsetsUnavailableError:
+    shown = "; ".join(f"{tp}: {why}" for tp, why in sorted(unavailable.items())[:5])
+    if len(unavailable) > 5:
+        shown += f"; and {len(unavailable) - 5} more"
+    return OffsetsUnavailableError(
+        f"no valid {kind} offset for {len(unavailable)} partition(s) ({shown})",
+        offsets=offsets,
+        unavailable=unavailable,
+        code=errors[0].code if errors else "OFFSET_INVALID",
+    )

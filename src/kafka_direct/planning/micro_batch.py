@@ -1,0 +1,440 @@
+"""The structured source's micro-batch planner. Runs in the Spark driver (the stream-runner
+process); pure apart from the injected offset reader.
+
+This is ``KafkaMicroBatchStream`` (the seeds' ``DirectKafkaInputDStream.compute``) in Python:
+
+- ``initial_offsets``: where a new query starts. ``latest`` is kept as -1 placeholders, which the
+  first trigger pins to concrete offsets in an empty first micro-batch. Spark's own source stores
+  its initial offsets in a side file of the checkpoint; a Python source cannot reach the
+  checkpoint, and re-resolving "latest" after a crash in batch 0 would skip or re-read records.
+- ``latest_offsets``: discovery (new topics and partitions, which start at earliest), the
+  ``Trigger.AvailableNow`` target, ``minOffsetsPerTrigger``/``maxTriggerDelay`` and the rate
+  limits.
+- ``plan_ranges``: one range per partition, data-loss checks, then splitting. It depends only on
+  its arguments and the cluster's earliest offsets (for new or reset partitions, and to find
+  data deleted before it was read), so a replayed micro-batch reads the same ranges unless the
+  data it would read is gone.
+
+Faults (see :mod:`kafka_direct.planning.patience`): an offset the cluster did not answer is
+never planned. Such a partition does not advance in this trigger; with no answer at all the
+trigger plans nothing; the stream fails only after ``fetchOffset.unavailableTimeout``. A
+checkpoint written by an older version under such a fault may hold an invalid end offset
+(librdkafka's -1001): the batch treats that partition as not advanced, and later triggers start
+it where it stood (:mod:`kafka_direct.planning.repair`).
+
+Data loss is found here, on the driver, before a task runs: a batch that starts below the log
+start reads from the log start in one step (``failOnDataLoss=false``, each loss reported once),
+or fails (``true``), whatever the executors' prefetch queues still hold.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from kafka_direct.config.kafka import Subscription
+from kafka_direct.config.source import SourceOptions
+from kafka_direct.errors import KafkaClientError, OffsetsUnavailableError
+from kafka_direct.logs import RepeatLimiter
+from kafka_direct.offsets import LATEST, OffsetRange, PartitionOffsets, TopicPartition
+from kafka_direct.planning.data_loss import DataLoss, LossLedger, apply_data_loss_policy
+from kafka_direct.planning.patience import OffsetPatience
+from kafka_direct.planning.rates import min_offsets_gate, rate_limit
+from kafka_direct.planning.reader import OffsetReader
+from kafka_direct.planning.repair import CheckpointRepair
+from kafka_direct.planning.resolve import (
+    resolve_new_partitions,
+    resolve_starting,
+)
+from kafka_direct.planning.splits import split_ranges
+
+__all__ = ["StreamPlanner"]
+
+log = logging.getLogger(__name__)
+
+#: Starting positions that depend on when they are resolved. They are kept as -1 placeholders
+#: until the first trigger pins them in an empty batch 0, which Spark's offset log then records.
+_PINNED_KINDS = ("latest", "committed", "timestamp", "by_timestamp")
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class StreamPlanner:
+    """The micro-batch planner behind the stream reader. Keeps state between triggers."""
+
+    def __init__(
+        self,
+        opts: SourceOptions,
+        reader_factory: Callable[[], OffsetReader],
+        clock_ms: Callable[[], int] = _now_ms,
+        patience: OffsetPatience | None = None,
+        on_loss: Callable[[DataLoss, int], None] | None = None,
+    ) -> None:
+        self.opts = opts
+        self._reader_factory = reader_factory
+        self._reader: OffsetReader | None = None
+        self._clock_ms = clock_ms
+        self._target: PartitionOffsets | None = None
+        self._latest: PartitionOffsets | None = None
+        self._pinned: PartitionOffsets = {}
+        self._initial: PartitionOffsets | None = None
+        # Spark starts lastTriggerMillis at 0, so the first batch never waits for the minimum.
+        self._last_trigger_ms = 0
+        self._patience = patience or OffsetPatience(opts.unavailable_timeout_ms)
+        #: Where partitions stand whose checkpointed offset is invalid.
+        self._repair = CheckpointRepair(self._resume_at)
+        #: Data loss found while planning; ``on_loss`` hears of each new one.
+        self.losses = LossLedger(on_loss)
+        #: The log start of each partition of the last planned batch, as the cluster gave it.
+        self.log_starts: PartitionOffsets = {}
+        self._quiet = RepeatLimiter()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_reader"] = None
+        return state
+
+    @property
+    def reader(self) -> OffsetReader:
+        if self._reader is None:
+            self._reader = self._reader_factory()
+        return self._reader
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
+    @property
+    def reported_latest(self) -> PartitionOffsets | None:
+        """Latest offsets seen by the last trigger (for ``reportLatestOffset``)."""
+        return self._latest
+
+    def _current_partitions(self, *, strict: bool = True) -> set[TopicPartition]:
+        """The strategy's partitions now (waiting out an unreachable cluster when ``strict``)."""
+        if strict:
+            return self._patience.wait_for(
+                "list the partitions", lambda: self._partitions_now(strict=True)
+            )
+        return self._partitions_now(strict=False)
+
+    def _partitions_now(self, *, strict: bool) -> set[TopicPartition]:
+        strategy = self.opts.strategy
+        if strategy.kind == "assign" and not strict:
+            # Once running, an assigned partition that vanished is data loss (failOnDataLoss
+            # decides, in plan_ranges), not a reason to fail every trigger as an unknown topic.
+            topics = tuple(sorted({tp.topic for tp in strategy.partitions}))
+            existing = self.reader.partitions(Subscription("subscribe", topics=topics))
+            return existing & set(strategy.partitions)
+        tps = self.reader.partitions(strategy)
+        if not tps:
+            # Spark asks again at once when a trigger finds nothing: say it once a minute.
+            self._quiet.log(
+                log,
+                logging.WARNING,
+                "no partitions",
+                "No partitions match %s yet; waiting",
+                self.opts.strategy.describe(),
+            )
+        return tps
+
+    def initial_offsets(self) -> PartitionOffsets:
+        # Until batch 0 commits, Spark asks again whenever it needs a start: for latestOffset,
+        # then for partitions (MicroBatchExecution.getStartOffset, runBatch). Answer the same,
+        # or batch 0 is planned from another start than the one its end was computed from.
+        if self._initial is None:
+            self._initial = self._resolve_initial_offsets()
+        return dict(self._initial)
+
+    @property
+    def initial_in_this_run(self) -> PartitionOffsets | None:
+        """The initial offsets, if this process resolved them (None after a restart)."""
+        return None if self._initial is None else dict(self._initial)
+
+    def _resolve_initial_offsets(self) -> PartitionOffsets:
+        tps = self._current_partitions()
+        if self._target is not None:
+            # Spark fixes the Trigger.AvailableNow target before it asks for initial offsets. A
+            # partition created in between belongs to the next run; in this one the target lacks
+            # it, so it would look deleted (data loss).
+            tps = {tp for tp in tps if tp in self._target}
+        spec = self.opts.starting
+        if spec.kind in _PINNED_KINDS:
+            # Resolved by the first trigger and pinned in an empty batch 0 (see module docs).
+            return {tp: LATEST for tp in sorted(tps)}
+        resolved = self._patience.wait_for(
+            "resolve the starting offsets",
+            lambda: resolve_starting(
+                spec,
+                tps,
+                self.reader,
+                timestamp_strategy=self.opts.timestamp_strategy,
+                fail_on_data_loss=self.opts.fail_on_data_loss,
+                group=self.opts.group,
+                committed_fallback=self.opts.committed_fallback,
+            ),
+        )
+        if spec.kind == "specific":
+            resolved.update({tp: LATEST for tp, off in spec.offsets.items() if off == LATEST})
+        return resolved
+
+    def prepare_available_now(self) -> None:
+        """Fix the ``Trigger.AvailableNow`` target: everything in the log right now."""
+        tps = self._current_partitions()
+        self._target = self._patience.wait_for(
+            "list the latest offsets", lambda: self.reader.latest(tps)
+        )
+        log.info("Trigger.AvailableNow target: %s", {str(tp): o for tp, o in self._target.items()})
+
+    def latest_offsets(self, start: PartitionOffsets, *, read_all: bool) -> PartitionOffsets:
+        """End offsets of the next micro-batch; ``start`` itself when there is nothing to do.
+
+        ``read_all`` is the engine's ``ReadAllAvailable``: ignore the source's own limits.
+        """
+        given = start
+        start = self._repair.usable(start)
+        if self._target is not None:
+            latest = dict(self._target)
+        else:
+            fetched = self._fetch_latest(start)
+            if fetched is None:
+                return given  # nothing known this time: no batch; the next trigger asks again
+            latest = fetched
+        self._latest = latest
+        if any(off == LATEST for off in start.values()):
+            # First batch of a query: pin the starting position in an empty batch, so Spark's
+            # offset log records it (partitions new since initialOffset are read from earliest
+            # by plan_ranges).
+            self._pin(start, latest)
+            return {
+                tp: start[tp] if start.get(tp, LATEST) != LATEST else self._pinned.get(tp, off)
+                for tp, off in latest.items()
+            }
+        base = {tp: off for tp, off in start.items() if tp in latest}
+        new = sorted(set(latest) - set(start))
+        if new:
+            base.update(resolve_new_partitions(new, self.reader.earliest(new)))
+        reset = [tp for tp, off in base.items() if latest[tp] < off]
+        if reset:
+            # Offsets went backwards (a recreated topic). plan_ranges reports it; the new log is
+            # rate-limited from its start like any other partition.
+            base.update(self._earliest_known(reset))
+        limited = not read_all
+        if limited and self._rate_limited and not self.opts.fail_on_data_loss:
+            # Records deleted before they were read: plan_ranges reads from the log start, so
+            # the limit must count from there too, or the stream would crawl through the gap
+            # one empty, rate-limited batch at a time.
+            for tp, first in self._earliest_known(base).items():
+                base[tp] = max(base[tp], first)
+        # Not under Trigger.AvailableNow: holding back a tail below the minimum would return
+        # start before the target is reached, which ends the run with that tail unread.
+        if limited and self.opts.min_offsets_per_trigger is not None and self._target is None:
+            now = self._clock_ms()
+            if not min_offsets_gate(
+                base,
+                latest,
+                min_total=self.opts.min_offsets_per_trigger,
+                max_trigger_delay_ms=self.opts.max_trigger_delay_ms,
+                last_trigger_ms=self._last_trigger_ms,
+                now_ms=now,
+            ):
+                return start
+            # Spark's delayBatch restarts the delay whenever it lets a trigger through, even one
+            # that then finds nothing to read.
+            self._last_trigger_ms = now
+        end = rate_limit(
+            base,
+            latest,
+            max_total=self.opts.max_offsets_per_trigger if limited else None,
+            max_per_partition=self.opts.max_offsets_per_partition_per_trigger if limited else None,
+        )
+        for tp in reset:
+            end[tp] = min(end[tp], latest[tp])
+        if end != {tp: off for tp, off in start.items() if tp in end} or set(end) != set(start):
+            return end
+        return given
+
+    @property
+    def _rate_limited(self) -> bool:
+        o = self.opts
+        return (
+            o.max_offsets_per_trigger is not None
+            or o.max_offsets_per_partition_per_trigger is not None
+        )
+
+    def _fetch_latest(self, start: PartitionOffsets) -> PartitionOffsets | None:
+        """Latest offsets for this trigger; None when the cluster gave none.
+
+        A partition without a valid answer keeps its start (it does not advance); one the
+        query has not started yet (not pinned, or new) is left for a later trigger.
+        """
+        known = {tp: off for tp, off in start.items() if off != LATEST}
+        try:
+            tps = self._current_partitions(strict=False)
+            try:
+                latest = self.reader.latest(tps, known=known)
+            except OffsetsUnavailableError as exc:
+                unpinned = [tp for tp in exc.unavailable if start.get(tp) == LATEST]
+                if unpinned:
+                    # Batch 0 pins every partition at once, or none: wait for all of them.
+                    raise KafkaClientError(str(exc), code=exc.code, retriable=True) from exc
+                self._patience.partial(exc.unavailable)
+                latest = dict(exc.offsets)
+                latest.update({tp: start[tp] for tp in exc.unavailable if tp in start})
+                self._patience.answered(exc.offsets)
+                return latest
+        except KafkaClientError as exc:
+            self._patience.outage(exc)
+            return None
+        self._patience.answered(latest)
+        return latest
+
+    def _resume_at(self, tp: TopicPartition) -> tuple[int, str]:
+        """Where a partition whose checkpointed position is lost resumes (see planning.repair):
+        the group's commit, else the log start; re-reading beats losing records."""
+        if self.opts.commit_group is not None:
+            try:
+                found = self.reader.committed(self.opts.commit_group, [tp])
+            except KafkaClientError as exc:
+                log.info("No committed offset of %s to repair the checkpoint with: %s", tp, exc)
+            else:
+                if tp in found:
+                    return found[tp], "the group's committed offset"
+        first = self._patience.wait_for(
+            f"list the earliest offset of {tp}", lambda: self.reader.earliest([tp])
+        )
+        return first[tp], "its earliest offset"
+
+    def _earliest_known(self, tps: Iterable[TopicPartition]) -> PartitionOffsets:
+        """Earliest offsets of ``tps`` that the cluster gave now (partitions without an answer
+        are left out: the executors check those when they read)."""
+        wanted = list(tps)
+        if not wanted:
+            return {}
+        try:
+            return self.reader.earliest(wanted)
+        except OffsetsUnavailableError as exc:
+            return dict(exc.offsets)
+
+    def _pin(self, start: PartitionOffsets, latest: PartitionOffsets) -> None:
+        """Resolve -1 starts once per run: to the log end, or for starts that depend on when they
+        are resolved (committed offsets, timestamps) to what the option says right now."""
+        todo = sorted(tp for tp, off in start.items() if off == LATEST and tp in latest)
+        todo = [tp for tp in todo if tp not in self._pinned]
+        if not todo:
+            return
+        spec = self.opts.starting
+        if spec.kind in ("committed", "timestamp", "by_timestamp"):
+            if spec.kind == "by_timestamp":
+                spec = replace(spec, offsets={tp: spec.offsets[tp] for tp in todo})
+            self._pinned.update(
+                resolve_starting(
+                    spec,
+                    set(todo),
+                    self.reader,
+                    timestamp_strategy=self.opts.timestamp_strategy,
+                    fail_on_data_loss=self.opts.fail_on_data_loss,
+                    group=self.opts.group,
+                    committed_fallback=self.opts.committed_fallback,
+                )
+            )
+        else:
+            self._pinned.update({tp: latest[tp] for tp in todo})
+        log.info(
+            "Starting offsets pinned in batch 0: %s", {str(tp): self._pinned[tp] for tp in todo}
+        )
+
+    def plan_ranges(
+        self, start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int]
+    ) -> list[OffsetRange]:
+        """The ranges of micro-batch ``(start, end]``, after the failOnDataLoss policy."""
+        start, end = self._repair.repair(start, end)
+        new = sorted(set(end) - set(start))
+        from_offsets: PartitionOffsets = {}
+        if new:
+            first_new = self._patience.wait_for(
+                "list the earliest offsets of new partitions", lambda: self.reader.earliest(new)
+            )
+            from_offsets.update(
+                resolve_new_partitions(
+                    new,
+                    first_new,
+                    fail_on_data_loss=self.opts.fail_on_data_loss,
+                    ledger=self.losses,
+                )
+            )
+        losses: list[DataLoss] = []
+        for tp in sorted(set(start) - set(end)):
+            if start[tp] == LATEST:
+                # A "latest" placeholder re-resolved after a restart in batch 0 may name a
+                # partition the logged end never had: nothing was planned there, nothing is lost.
+                continue
+            detail = f"{tp} is gone (offset {start[tp]} was expected)"
+            losses.append(DataLoss(tp, "partition_gone", start[tp], None, detail))
+            from_offsets[tp] = start[tp]
+        for tp in sorted(set(start) & set(end)):
+            # A -1 start is the pinned first batch of a "latest" query: nothing to read.
+            from_offsets[tp] = end[tp] if start[tp] == LATEST else start[tp]
+            if end[tp] < from_offsets[tp]:
+                losses.append(
+                    DataLoss(
+                        tp,
+                        "offset_reset",
+                        from_offsets[tp],
+                        end[tp],
+                        f"{tp}'s offset was changed from {from_offsets[tp]} to {end[tp]}",
+                    )
+                )
+        reset = [loss.topic_partition for loss in losses if loss.kind == "offset_reset"]
+        # Records deleted (retention, DeleteRecords) before this batch read them: found here,
+        # on the driver, so the policy never depends on what an executor still has prefetched.
+        readable = [
+            tp
+            for tp in sorted(from_offsets)
+            if tp not in reset and end.get(tp, 0) > from_offsets[tp]
+        ]
+        first = self._earliest_known(readable)
+        self.log_starts = dict(first)
+        losses += [
+            DataLoss(
+                tp,
+                "offset_out_of_range",
+                from_offsets[tp],
+                first[tp],
+                f"offset {from_offsets[tp]} was expected but the earliest available is "
+                f"{first[tp]} ({first[tp] - from_offsets[tp]} offsets are no longer in Kafka)",
+            )
+            for tp in readable
+            if first.get(tp, -1) > from_offsets[tp]
+        ]
+        if losses:
+            earliest = dict(first)
+            if reset:
+                earliest.update(
+                    self._patience.wait_for(
+                        "list the earliest offsets", lambda: self.reader.earliest(reset)
+                    )
+                )
+            from_offsets = apply_data_loss_policy(
+                losses,
+                from_offsets,
+                earliest,
+                fail_on_data_loss=self.opts.fail_on_data_loss,
+                logger=log,
+                ledger=self.losses,
+            )
+        ranges = [
+            OffsetRange(tp.topic, tp.partition, from_offsets[tp], max(from_offsets[tp], end[tp]))
+            for tp in sorted(from_offsets)
+            if tp in end
+        ]
+        return split_ranges(
+            ranges,
+            min_partitions=self.opts.min_partitions,
+            max_records_per_partition=self.opts.max_records_per_partition,
+        )

@@ -1,0 +1,217 @@
+"""One write task: every record of a Spark task produced, and acknowledged, before it succeeds.
+Runs in Spark executors (Python workers).
+
+The counterpart of Spark's ``KafkaWriteTask``. Everything the task needs travels in
+:class:`WriteSettings` (small, frozen, picklable, built once on the driver). The producer comes
+from the worker's pool (:mod:`~kafka_direct.producer.pool`), keyed by the config's fingerprint
+and the implementation; :func:`write_batches` hands it every Arrow batch, then flushes:
+
+- **At-least-once.** The task returns only when the broker acknowledged every record
+  (``flush``); the first delivery error fails it, naming the topic, the partition and the
+  cause. A failed task's records that were already acknowledged stay written, and Spark's
+  retry writes them again: duplicates, never loss.
+- **Bounded.** A broker that stops answering fails the waiting records after
+  ``kafka.delivery.timeout.ms``; the final flush waits that long plus a margin, never forever.
+- **Failures are not reused.** After a failure the producer's queue is purged and the producer
+  closed, not returned to the pool; a task reattempt closes the key's idle producers too
+  (SPARK-27042).
+
+Which implementation produces is :func:`producer_kind`'s choice: the C fast path
+(:class:`~kafka_direct.producer.native.NativeBatchProducer`, registered here as ``"native"``)
+when ``fastPath.enabled`` is true and the extension works in this process, else the Python
+reference (:class:`~kafka_direct.producer.batch_producer.PythonBatchProducer`). Other fast paths
+can be added with :func:`register_fast_path`.
+
+Task statistics, for benchmarks: as for reads (:mod:`kafka_direct.consumer.read`), when
+``KAFKA_DIRECT_STATS_DIR`` names a directory in the Python workers' environment, every write
+task appends one JSON line to ``<dir>/tasks-<pid>.jsonl`` when it ends (``"role": "write"``: the
+topic option, records, batches, start and end, the implementation). Never per record.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from kafka_direct.config.kafka import KafkaConfig
+from kafka_direct.consumer.pool import config_fingerprint
+from kafka_direct.consumer.read import STATS_DIR_ENV
+from kafka_direct.producer.batch_producer import BatchProducer, PythonBatchProducer
+from kafka_direct.producer.columns import SinkColumns
+from kafka_direct.producer.pool import ProducerKey, ProducerPool, get_producer_pool
+
+__all__ = [
+    "FLUSH_MARGIN_S",
+    "WriteResult",
+    "WriteSettings",
+    "new_producer",
+    "producer_kind",
+    "register_fast_path",
+    "write_batches",
+]
+
+log = logging.getLogger(__name__)
+
+#: Time for the final flush beyond the delivery timeout: librdkafka fails a record that waited
+#: that long by itself, so the flush ends; the margin covers the last request in flight.
+FLUSH_MARGIN_S = 10.0
+
+PYTHON = "python"
+NATIVE = "native"
+
+
+@dataclass(frozen=True)
+class WriteSettings:
+    """What a write task needs: built on the driver (:mod:`kafka_direct.source.sink`)."""
+
+    producer_config: KafkaConfig
+    columns: SinkColumns
+    delivery_timeout_ms: int
+    cache_timeout_s: float = 600.0
+    cache_capacity: int = 8
+    fast_path: bool = True
+
+    @property
+    def flush_timeout_s(self) -> float:
+        return self.delivery_timeout_ms / 1000.0 + FLUSH_MARGIN_S
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """What one task wrote: every record counted here was acknowledged by the broker."""
+
+    records: int
+    batches: int
+    seconds: float
+    #: The implementation that produced ("python", or a fast path's name).
+    kind: str
+    #: Whether the producer came from the pool (an earlier task's) or was created.
+    reused: bool
+
+
+# Fast paths by name: (is it available in this process?, factory). The C producer registers
+# itself here; the Python producer is always there.
+_FAST_PATHS: dict[str, tuple[Callable[[], bool], Callable[[Mapping[str, str]], BatchProducer]]] = {}
+
+
+def register_fast_path(
+    name: str,
+    available: Callable[[], bool],
+    factory: Callable[[Mapping[str, str]], BatchProducer],
+) -> None:
+    """Make another :class:`BatchProducer` implementation available, tried before the Python
+    one when ``fastPath.enabled`` is true and ``available()`` says it works in this process."""
+    _FAST_PATHS[name] = (available, factory)
+
+
+def _native_available() -> bool:
+    # Imported when first asked, so that this module (and the pool) load without the extension.
+    from kafka_direct.producer import native
+
+    return native.available()
+
+
+def _native_producer(config: Mapping[str, str]) -> BatchProducer:
+    from kafka_direct.producer import native
+
+    return native.new_batch_producer(config)
+
+
+register_fast_path(NATIVE, _native_available, _native_producer)
+
+
+def producer_kind(settings: WriteSettings) -> str:
+    """Which implementation writes in this process."""
+    if settings.fast_path:
+        for name, (available, _) in _FAST_PATHS.items():
+            if available():
+                return name
+    return PYTHON
+
+
+def new_producer(key: ProducerKey, config: Mapping[str, str]) -> BatchProducer:
+    """The pool's factory: a producer of ``key.kind`` from ``config``."""
+    if key.kind == PYTHON:
+        return PythonBatchProducer(config)
+    return _FAST_PATHS[key.kind][1](config)
+
+
+def _attempt_number() -> int:
+    # Imported here so the module stays importable (and unit-testable) without a Spark task.
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    return ctx.attemptNumber() if ctx is not None else 0
+
+
+def write_batches(
+    settings: WriteSettings,
+    batches: Iterable[pa.RecordBatch],
+    *,
+    pool: ProducerPool[BatchProducer] | None = None,
+    attempt: int | None = None,
+) -> WriteResult:
+    """Produce every row of ``batches`` and wait until all are acknowledged (module docstring).
+
+    ``pool`` and ``attempt`` default to the worker's pool and the Spark task's attempt number.
+    """
+    started, started_wall = time.monotonic(), time.time()
+    config = settings.producer_config
+    kind = producer_kind(settings)
+    key = ProducerKey(config_fingerprint(config), kind)
+    if pool is None:
+        pool = get_producer_pool(new_producer, settings.cache_timeout_s, settings.cache_capacity)
+    if attempt is None:
+        attempt = _attempt_number()
+    records = count = 0
+    columns = settings.columns
+    with pool.lease(key, config, reattempt=attempt > 0) as lease:
+        producer = lease.producer
+        try:
+            for batch in batches:
+                producer.produce_batch(batch, columns)
+                records += batch.num_rows
+                count += 1
+            producer.flush(settings.flush_timeout_s)
+        except BaseException:
+            # Records still queued would be sent by a producer no one watches any more.
+            producer.abort()
+            raise
+    result = WriteResult(records, count, time.monotonic() - started, kind, lease.reused)
+    stats_dir = os.environ.get(STATS_DIR_ENV)
+    if stats_dir:
+        _record_stats(stats_dir, settings, result, started_wall)
+    log.info(
+        "Wrote %d record(s) in %d batch(es) in %.3f s (%s producer, %s)",
+        records, count, result.seconds, kind, "reused" if lease.reused else "new",
+    )  # fmt: skip
+    return result
+
+
+def _record_stats(
+    stats_dir: str, settings: WriteSettings, result: WriteResult, start: float
+) -> None:
+    """One line per task (see the module docstring); a failure to write it is only logged."""
+    line = {
+        "role": "write",
+        "topic": settings.columns.topic,
+        "rows": result.records,
+        "batches": result.batches,
+        "start": start,
+        "end": time.time(),
+        "kind": result.kind,
+        "fast_path": result.kind != PYTHON,
+        "reused": result.reused,
+        "pid": os.getpid(),
+    }
+    try:
+        with open(os.path.join(stats_dir, f"tasks-{os.getpid()}.jsonl"), "a") as out:
+            out.write(json.dumps(line) + "\n")
+    except OSError as exc:
+        log.debug("Task statistics not written to %s: %r", stats_dir, exc)

@@ -1,0 +1,23 @@
+"""Test helpers for Kafka and Spark faults, for kafka_direct's own suite and for users' tests.
+
+Plain library: runs in the user's test process. Each helper starts real parts on loopback and
+stops them (context managers, also cleaned up at interpreter exit):
+
+- :class:`MockCluster`: librdkafka's mock cluster, for broker faults Tansu cannot produce
+  (brokers down, leader moves, slow brokers, injected request errors, deleted records).
+- :class:`DurableBroker`: the embedded Tansu broker on S3 storage (a local moto server), so it
+  can be SIGKILLed and restarted without losing a record. Needs ``moto[server]``.
+- :class:`StandaloneCluster`: a Spark standalone master and workers from the installed PySpark,
+  so executors are separate JVMs that can be killed.
+
+For the in-memory embedded broker see :mod:`kafka_direct.testing.broker`; for a ``local[N]``
+session, :mod:`kafka_direct.testing.local`.
+"""
+
+from __future__ import annotations
+
+from kafka_direct.testing.durable_broker import DurableBroker
+from kafka_direct.testing.mock_cluster import ApiKey, MockCluster
+from kafka_direct.testing.standalone import StandaloneCluster
+
+__all__ = ["ApiKey", "DurableBroker", "MockCluster", "StandaloneCluster"]
