@@ -1,4 +1,4 @@
-"""An in-memory Kafka cluster and a fake :class:`kafka_direct.positions.OffsetReader` over it.
+"""An in-memory Kafka cluster and a fake :class:`kafka_direct.planning.reader.OffsetReader` over it.
 
 For unit tests of driver-side planning, which must not need a broker (DESIGN.md §2), and for what
 the embedded broker cannot do (BROKER.md): answer timestamp lookups correctly (item 7), add
@@ -14,7 +14,7 @@ above the last record's offset + 1 when the log ends on a gap (transaction marke
 the cluster between calls; every reader built on it sees the change at once, as a real admin client
 would on its next request.
 
-:class:`FakeOffsetReader` answers like ``kafka_direct.offset_reader.AdminOffsetReader``:
+:class:`FakeOffsetReader` answers like ``kafka_direct.kafka.offset_reader.AdminOffsetReader``:
 
 - ``partitions``: ``subscribe`` leaves missing topics out, ``subscribePattern`` full-matches topic
   names, ``assign`` raises :class:`TopicNotFoundError` for a partition the cluster does not have;
@@ -22,10 +22,19 @@ would on its next request.
   partitions, like ``list_offsets`` does;
 - ``for_timestamps`` returns the first retained offset whose timestamp is >= the given one, and -1
   where no record is that recent (what real Kafka does, and Tansu does not).
+- ``timestamp_types`` answers each topic's ``message.timestamp.type`` from
+  ``cluster.timestamp_types`` (``CreateTime`` unless set), and raises :class:`TopicNotFoundError`
+  for a topic the cluster does not have, as DescribeConfigs does. It does not stamp records: a
+  test of a ``LogAppendTime`` topic appends them with increasing timestamps, as a broker would.
 
 Every call is counted (``reader.calls["latest"]``) and logged with its arguments (``reader.log``),
 so tests can assert how often planning talks to the cluster. A reader refuses to be pickled: code
 that pickles a planner must drop its live reader first.
+
+Faults, as ``AdminOffsetReader`` reports them: ``cluster.unavailable[tp] = reason`` makes every
+offset lookup that includes ``tp`` raise :class:`OffsetsUnavailableError` with the other
+partitions' answers; ``cluster.down = True`` makes every call fail with a retriable
+:class:`KafkaClientError`, as a cluster that does not answer at all.
 """
 
 from __future__ import annotations
@@ -36,9 +45,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafka_direct.errors import TopicNotFoundError
+from kafka_direct.config.kafka import Subscription
+from kafka_direct.errors import KafkaClientError, OffsetsUnavailableError, TopicNotFoundError
 from kafka_direct.offsets import PartitionOffsets, TopicPartition
-from kafka_direct.options import Strategy
 
 __all__ = ["FakeCluster", "FakeOffsetReader", "FakePartition"]
 
@@ -61,6 +70,12 @@ class FakeCluster:
         self.groups: dict[str, dict[TopicPartition, int]] = {}
         #: Timestamp given to records appended without explicit timestamps.
         self.now_ms = now_ms
+        #: Partitions whose offset lookups get no valid answer, with the reason.
+        self.unavailable: dict[TopicPartition, str] = {}
+        #: True: the whole cluster does not answer.
+        self.down = False
+        #: Topics' message.timestamp.type where it is not CreateTime: topic → "LogAppendTime".
+        self.timestamp_types: dict[str, str] = {}
 
     # -- topics and partitions -----------------------------------------------------------------
 
@@ -136,7 +151,8 @@ class FakeCluster:
 
 
 class FakeOffsetReader:
-    """:class:`kafka_direct.positions.OffsetReader` over a :class:`FakeCluster`, counting calls."""
+    """:class:`kafka_direct.planning.reader.OffsetReader` over a :class:`FakeCluster`, counting
+    calls."""
 
     def __init__(self, cluster: FakeCluster) -> None:
         self.cluster = cluster
@@ -153,6 +169,23 @@ class FakeOffsetReader:
             raise RuntimeError(f"{method}() called on a closed FakeOffsetReader")
         self.calls[method] += 1
         self.log.append((method, arg))
+        if self.cluster.down:
+            raise KafkaClientError(
+                f"{method}: Local: Broker transport failure (_TRANSPORT)",
+                code="_TRANSPORT",
+                retriable=True,
+            )
+
+    def _answer(self, kind: str, offsets: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+        missing = {tp: why for tp, why in self.cluster.unavailable.items() if tp in offsets}
+        if not missing:
+            return offsets
+        valid = {tp: off for tp, off in offsets.items() if tp not in missing}
+        raise OffsetsUnavailableError(
+            f"no valid {kind} offset for {len(missing)} partition(s)",
+            offsets=valid,
+            unavailable=missing,
+        )
 
     def _log_of(self, tp: TopicPartition) -> FakePartition:
         parts = self.cluster.topics.get(tp.topic)
@@ -165,7 +198,7 @@ class FakeOffsetReader:
 
     # -- the OffsetReader protocol -------------------------------------------------------------
 
-    def partitions(self, strategy: Strategy) -> set[TopicPartition]:
+    def partitions(self, strategy: Subscription) -> set[TopicPartition]:
         self._record("partitions", strategy)
         existing = self.cluster.topic_partitions()
         if strategy.kind == "subscribe":
@@ -184,14 +217,14 @@ class FakeOffsetReader:
     def earliest(self, tps: Iterable[TopicPartition]) -> PartitionOffsets:
         wanted = sorted(set(tps))
         self._record("earliest", wanted)
-        return {tp: self._log_of(tp).log_start for tp in wanted}
+        return self._answer("earliest", {tp: self._log_of(tp).log_start for tp in wanted})
 
     def latest(
         self, tps: Iterable[TopicPartition], known: Mapping[TopicPartition, int] | None = None
     ) -> PartitionOffsets:
         wanted = sorted(set(tps))
         self._record("latest", wanted)
-        return {tp: self._log_of(tp).log_end for tp in wanted}
+        return self._answer("latest", {tp: self._log_of(tp).log_end for tp in wanted})
 
     def for_timestamps(self, stamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         self._record("for_timestamps", dict(stamps))
@@ -199,7 +232,18 @@ class FakeOffsetReader:
         for tp, stamp in stamps.items():
             log = self._log_of(tp)
             out[tp] = next((off for off, ts in log.records if ts >= stamp), -1)
-        return out
+        return self._answer("timestamp", out)
+
+    def timestamp_types(self, topics: Iterable[str]) -> dict[str, str]:
+        wanted = sorted(set(topics))
+        self._record("timestamp_types", wanted)
+        missing = [t for t in wanted if t not in self.cluster.topics]
+        if missing:
+            raise TopicNotFoundError(
+                f"Describing the config of topic {missing[0]}: Broker: Unknown topic or partition",
+                code="UNKNOWN_TOPIC_OR_PART",
+            )
+        return {t: self.cluster.timestamp_types.get(t, "CreateTime") for t in wanted}
 
     def committed(self, group: str, tps: Iterable[TopicPartition]) -> PartitionOffsets:
         wanted = sorted(set(tps))

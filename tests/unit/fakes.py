@@ -269,6 +269,9 @@ class FakeClock:
     def advance(self, seconds: float) -> None:
         self.now += seconds
 
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
 
 @dataclass
 class CallRecord:

@@ -21,6 +21,7 @@ EXPECTED_ALL = [
     "ConfigurationError",
     "ConsumerStrategies",
     "DataLossError",
+    "DeliveryError",
     "DirectKafkaStream",
     "EmbeddedBrokerError",
     "FORMAT",
@@ -33,6 +34,11 @@ EXPECTED_ALL = [
     "OffsetConflictError",
     "OffsetRange",
     "OffsetStore",
+    "OffsetsUnavailableError",
+    "ReceiverBatchInfo",
+    "ReceiverFailedError",
+    "ReceiverKafkaStream",
+    "SinkColumnError",
     "SqlOffsetStore",
     "StreamStateError",
     "TopicNotFoundError",
@@ -109,9 +115,13 @@ def test_every_exception_is_drawn_in_the_errors_docstring(name: str) -> None:
         pytest.param("UnsupportedKafkaOptionError", ("ConfigurationError",), id="unsupported"),
         pytest.param("TopicNotFoundError", ("KafkaClientError",), id="topic not found"),
         pytest.param("FetchTimeoutError", ("KafkaClientError",), id="fetch timeout"),
+        pytest.param("DeliveryError", ("KafkaClientError",), id="delivery"),
+        pytest.param("SinkColumnError", ("ConfigurationError",), id="sink column"),
         pytest.param("DataLossError", ("KafkaDirectError",), id="data loss"),
         pytest.param("OffsetConflictError", ("KafkaDirectError",), id="offset conflict"),
+        pytest.param("OffsetsUnavailableError", ("KafkaClientError",), id="offsets unavailable"),
         pytest.param("BatchFailedError", ("KafkaDirectError",), id="batch failed"),
+        pytest.param("ReceiverFailedError", ("KafkaDirectError",), id="receiver failed"),
         pytest.param("StreamStateError", ("KafkaDirectError", "RuntimeError"), id="stream state"),
         pytest.param("EmbeddedBrokerError", ("KafkaDirectError",), id="embedded broker"),
     ],
@@ -130,14 +140,14 @@ def test_version_matches_the_installed_distribution() -> None:
 
 
 def test_format_is_the_data_source_name() -> None:
-    from kafka_direct.source import KafkaDirectDataSource
+    from kafka_direct.source.datasource import KafkaDirectDataSource
 
     assert kafka_direct.FORMAT == "kafka_direct"
     assert KafkaDirectDataSource.name() == kafka_direct.FORMAT
 
 
 def test_register_registers_the_data_source_with_the_session() -> None:
-    from kafka_direct.source import KafkaDirectDataSource
+    from kafka_direct.source.datasource import KafkaDirectDataSource
 
     registered: list[type] = []
 

@@ -1,0 +1,213 @@
+"""Unit tests for kafka_direct.config.sink: the sink's options and its producers' config.
+Table-style, no broker, no Spark.
+
+The refusal table is the contract "every refused option has a test of its message": each row
+names the option the message must name, and a phrase that says why or what to do. Rows marked
+"Spark:" mirror a check of Spark's KafkaSourceProvider.validateSinkOptions.
+"""
+
+from __future__ import annotations
+
+import ast
+import pickle
+from pathlib import Path
+
+import pytest
+
+from kafka_direct.config import sink as sink_module
+from kafka_direct.config.kafka import REDACTED
+from kafka_direct.config.sink import (
+    DEFAULT_DELIVERY_TIMEOUT_MS,
+    SINK_OPTION_DEFAULTS,
+    SINK_OWNED_KAFKA_KEYS,
+    connection_config,
+    parse_sink_options,
+    producer_config,
+)
+from kafka_direct.errors import ConfigurationError, UnsupportedKafkaOptionError
+
+BOOTSTRAP = {"kafka.bootstrap.servers": "b1:9092,b2:9092"}
+BASE = {**BOOTSTRAP, "topic": "out"}
+
+
+def test_module_is_pure() -> None:
+    tree = ast.parse(Path(sink_module.__file__).read_text())
+    imported = {
+        (node.module or "") if isinstance(node, ast.ImportFrom) else alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in node.names
+    }
+    assert not {m for m in imported if m.split(".")[0] in {"pyspark", "confluent_kafka"}}
+
+
+def test_defaults() -> None:
+    opts = parse_sink_options(BASE)
+    assert opts.topic == "out"
+    assert opts.bootstrap_servers == "b1:9092,b2:9092"
+    assert opts.delivery_timeout_ms == DEFAULT_DELIVERY_TIMEOUT_MS == 120_000
+    assert opts.cache_timeout_ms == 600_000
+    assert opts.cache_capacity == 8
+    assert opts.fast_path is True
+    assert dict(opts.producer) == {
+        "bootstrap.servers": "b1:9092,b2:9092",
+        "enable.idempotence": "true",
+        "acks": "all",
+        "partitioner": "murmur2_random",
+        "linger.ms": "50",
+        "delivery.timeout.ms": "120000",
+        "queue.buffering.max.kbytes": "65536",
+        "queue.buffering.max.messages": "100000",
+        "client.id": "kafka-direct-producer",
+    }
+    assert set(SINK_OPTION_DEFAULTS) == {
+        "topic",
+        "producerCache.timeoutMs",
+        "producerCache.capacity",
+        "fastPath.enabled",
+    }
+
+
+def test_no_topic_option_means_the_column_decides() -> None:
+    assert parse_sink_options(BOOTSTRAP).topic is None
+
+
+def test_option_names_are_case_insensitive_and_topic_is_trimmed() -> None:
+    opts = parse_sink_options(
+        {"KAFKA.BOOTSTRAP.SERVERS": "b:1", "Topic": " out ", "FASTPATH.ENABLED": "False"}
+    )
+    assert (opts.topic, opts.fast_path, opts.bootstrap_servers) == ("out", False, "b:1")
+
+
+@pytest.mark.parametrize(
+    ("user", "kept"),
+    [
+        ({"partitioner": "consistent_random"}, {"partitioner": "consistent_random"}),
+        (
+            {"enable.idempotence": "false", "acks": "1"},
+            {"enable.idempotence": "false", "acks": "1"},
+        ),
+        ({"linger.ms": "100"}, {"linger.ms": "100"}),
+        # librdkafka aliases: the other name must not be added beside the user's.
+        ({"queue.buffering.max.ms": "50"}, {"queue.buffering.max.ms": "50"}),
+        ({"request.required.acks": "-1"}, {"request.required.acks": "-1"}),
+        ({"message.timeout.ms": "9000"}, {"message.timeout.ms": "9000"}),
+        ({"client.id": "mine"}, {"client.id": "mine"}),
+    ],
+)
+def test_the_user_choice_wins_over_each_default(user: dict[str, str], kept: dict[str, str]) -> None:
+    config = producer_config({"bootstrap.servers": "b:1", **user})
+    for key, value in kept.items():
+        assert config[key] == value
+    aliases = [
+        ("linger.ms", "queue.buffering.max.ms"),
+        ("acks", "request.required.acks"),
+        ("delivery.timeout.ms", "message.timeout.ms"),
+    ]
+    for a, b in aliases:
+        assert not (a in config and b in config), (a, b)
+
+
+def test_delivery_timeout_follows_either_alias() -> None:
+    assert (
+        parse_sink_options({**BASE, "kafka.message.timeout.ms": "9000"}).delivery_timeout_ms == 9000
+    )
+    assert (
+        parse_sink_options({**BASE, "kafka.delivery.timeout.ms": "3000"}).delivery_timeout_ms
+        == 3000
+    )
+
+
+# option the message names, raw options, phrase the message must contain
+REFUSALS = [
+    ("kafka.bootstrap.servers", {"topic": "t"}, "Set .option('kafka.bootstrap.servers'"),
+    ("kafka.bootstrap.servers", {"kafka.bootstrap.servers": " ", "topic": "t"}, "host:port"),
+    ("topic", {**BOOTSTRAP, "topic": "  "}, "Remove the option to take each row's topic"),
+    ("topics", {**BOOTSTRAP, "topics": "t"}, "Did you mean 'topic'?"),
+    ("fastPath.enable", {**BASE, "fastPath.enable": "false"}, "Did you mean 'fastPath.enabled'?"),
+    ("producerCache.timeoutMs", {**BASE, "producerCache.timeoutMs": "soon"}, "an integer >= 1"),
+    ("producerCache.capacity", {**BASE, "producerCache.capacity": "0"}, "an integer >= 1"),
+    ("fastPath.enabled", {**BASE, "fastPath.enabled": "yes"}, "'true' or 'false'"),
+    ("kafka.acks", {**BASE, "kafka.acks": "0"}, "never acknowledges a record"),
+    ("kafka.request.required.acks", {**BASE, "kafka.request.required.acks": "0"}, "at-least-once"),
+    ("kafka.acks", {**BASE, "kafka.acks": "1"}, "also set 'kafka.enable.idempotence' to 'false'"),
+    ("kafka.delivery.timeout.ms", {**BASE, "kafka.delivery.timeout.ms": "0"}, "wait forever"),
+    ("kafka.message.timeout.ms", {**BASE, "kafka.message.timeout.ms": "2m"}, "milliseconds"),
+]
+
+
+@pytest.mark.parametrize(("option", "raw", "phrase"), REFUSALS, ids=[r[0] for r in REFUSALS])
+def test_refusal_names_the_option_and_what_to_do(
+    option: str, raw: dict[str, str], phrase: str
+) -> None:
+    with pytest.raises(ConfigurationError) as info:
+        parse_sink_options(raw)
+    assert info.value.option.lower() == option.lower()
+    assert f"'{option}'" in str(info.value) or f"'{option.lower()}'" in str(info.value)
+    assert phrase in str(info.value)
+
+
+# Spark: "Kafka option 'key.serializer' is not supported as keys are serialized with
+# ByteArraySerializer." and the same for values.
+OWNED = [
+    ("key.serializer", "'key' column the type string or binary"),
+    ("value.serializer", "'value' column the type string or binary"),
+    ("transactional.id", "no transactional mode yet"),
+    ("delivery.report.only.error", "owns delivery reports"),
+    ("on_delivery", "owns delivery reports"),
+    ("dr_msg_cb", "owns delivery reports"),
+    ("error_cb", "Python logging"),
+    ("logger", "kafka_direct.librdkafka"),
+    ("interceptor.classes", "Java interceptors"),
+]
+
+
+@pytest.mark.parametrize(("key", "phrase"), OWNED, ids=[k for k, _ in OWNED])
+def test_keys_the_sink_owns_are_refused_with_the_reason(key: str, phrase: str) -> None:
+    with pytest.raises(UnsupportedKafkaOptionError) as info:
+        parse_sink_options({**BASE, f"kafka.{key}": "x"})
+    message = str(info.value)
+    assert info.value.option == f"kafka.{key}"
+    assert f"'kafka.{key}'" in message
+    assert "because the sink manages it" in message
+    assert phrase in message
+    assert key in SINK_OWNED_KAFKA_KEYS
+
+
+def test_other_options_are_ignored_as_spark_ignores_them() -> None:
+    # writeStream passes its own options (checkpointLocation, path) to the sink.
+    opts = parse_sink_options(
+        {**BASE, "checkpointLocation": "/tmp/ck", "path": "x", "queryName": "q"}
+    )
+    assert opts.topic == "out"
+
+
+def test_secrets_never_print() -> None:
+    opts = parse_sink_options(
+        {**BASE, "kafka.sasl.password": "hunter2", "kafka.sasl.username": "u"}
+    )
+    assert "hunter2" not in repr(opts)
+    assert "hunter2" not in str(opts.producer)
+    assert REDACTED in repr(opts)
+    assert opts.producer.to_dict()["sasl.password"] == "hunter2"  # librdkafka still gets it
+
+
+def test_a_refused_secret_is_redacted_in_the_message() -> None:
+    with pytest.raises(ConfigurationError) as info:
+        parse_sink_options(
+            {**BASE, "kafka.ssl.key.password": "s3cret", "kafka.transactional.id": "tx"}
+        )
+    assert "s3cret" not in str(info.value)
+    with pytest.raises(ConfigurationError) as info:
+        parse_sink_options({**BASE, "kafka.ssl.key.password": "s3cret", "toppic": "x"})
+    assert "s3cret" not in str(info.value)
+
+
+def test_connection_config_leaves_out_producer_only_settings() -> None:
+    user = {"bootstrap.servers": "b:1", "linger.ms": "5", "acks": "all", "sasl.username": "u"}
+    assert connection_config(user) == {"bootstrap.servers": "b:1", "sasl.username": "u"}
+
+
+def test_options_pickle() -> None:
+    opts = parse_sink_options({**BASE, "kafka.sasl.password": "p"})
+    assert pickle.loads(pickle.dumps(opts)) == opts

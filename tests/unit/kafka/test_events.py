@@ -1,0 +1,344 @@
+"""What librdkafka clients report through ``error_cb`` ends up in the errors users see: the
+admin client's retries on the driver, and the fetch timeout on executors."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+from kafka_direct.consumer import fetch
+from kafka_direct.consumer.fetch import PartitionConsumer, fetch_range
+from kafka_direct.errors import FetchTimeoutError, KafkaClientError
+from kafka_direct.kafka.events import ClientEvents
+from kafka_direct.kafka.offset_reader import AdminOffsetReader
+from kafka_direct.offsets import OffsetRange
+from tests.unit.fakes import FakeClock, FakeConsumer, FakeLog
+
+REFUSED = KafkaError(
+    KafkaError._TRANSPORT,
+    "127.0.0.1:1/bootstrap: Connect to ipv4#127.0.0.1:1 failed: Connection refused "
+    "(after 0ms in state CONNECT)",
+)
+DOWN = KafkaError(KafkaError._ALL_BROKERS_DOWN, "1/1 brokers are down")
+RESOLVE = KafkaError(
+    KafkaError._RESOLVE,
+    "nohost:9092/bootstrap: Failed to resolve 'nohost:9092': Name or service not known "
+    "(after 3ms in state CONNECT)",
+)
+NOT_KAFKA = KafkaError(
+    KafkaError._BAD_MSG,
+    "db:5432/bootstrap: Receive failed: Invalid response size 1157627904 (0..100000000): "
+    "increase receive.message.max.bytes (after 1ms in state APIVERSION_QUERY)",
+)
+AUTH = KafkaError(
+    KafkaError._AUTHENTICATION,
+    "sasl: SASL authentication error: Authentication failed during authentication due to "
+    "invalid credentials with SASL mechanism PLAIN",
+)
+TLS = KafkaError(KafkaError._SSL, "ssl://b:9093/bootstrap: SSL handshake failed")
+
+
+@pytest.mark.parametrize(
+    ("events", "expected"),
+    [
+        ([], ""),
+        (
+            [REFUSED, DOWN, REFUSED],
+            "127.0.0.1:1/bootstrap: Connect to ipv4#127.0.0.1:1 failed: Connection refused -> "
+            "nothing accepts connections there: check the host and port in "
+            "'kafka.bootstrap.servers' and that the broker is running (_TRANSPORT)",
+        ),
+        (
+            [RESOLVE],
+            "nohost:9092/bootstrap: Failed to resolve 'nohost:9092': Name or service not known "
+            "-> check the host names in 'kafka.bootstrap.servers' (_RESOLVE)",
+        ),
+        ([DOWN], "1/1 brokers are down (_ALL_BROKERS_DOWN)"),
+    ],
+    ids=["none", "refused", "resolve", "only-down"],
+)
+def test_summary(events: list[KafkaError], expected: str) -> None:
+    recorder = ClientEvents("client")
+    for event in events:
+        recorder(event)
+    assert recorder.summary() == expected
+
+
+@pytest.mark.parametrize(
+    ("event", "hint"),
+    [
+        (NOT_KAFKA, "not as a Kafka broker"),
+        (AUTH, "'kafka.sasl.username' and 'kafka.sasl.password'"),
+        (TLS, "the 'kafka.ssl.*' options"),
+    ],
+)
+def test_each_cause_names_what_to_check(event: KafkaError, hint: str) -> None:
+    recorder = ClientEvents("client")
+    recorder(event)
+    assert hint in recorder.summary()
+
+
+def test_newest_two_distinct_causes_first() -> None:
+    recorder = ClientEvents("client")
+    for event in [RESOLVE, REFUSED, NOT_KAFKA, NOT_KAFKA]:
+        recorder(event)
+    summary = recorder.summary()
+    assert summary.index("Invalid response size") < summary.index("Connection refused")
+    assert "Failed to resolve" not in summary
+    assert summary.count("Invalid response size") == 1  # the timing suffix is not a difference
+
+
+@pytest.mark.parametrize(
+    ("event", "stops"),
+    [
+        (REFUSED, False),
+        (RESOLVE, False),
+        (DOWN, False),
+        (AUTH, True),
+        (TLS, True),
+        (KafkaError(KafkaError._FENCED, "fenced", fatal=True), True),
+    ],
+    ids=["refused", "resolve", "down", "auth", "tls", "fatal"],
+)
+def test_only_errors_that_retrying_cannot_fix_stop_the_wait(event: KafkaError, stops: bool) -> None:
+    recorder = ClientEvents("The admin client")
+    recorder(event)
+    recorder(event)  # librdkafka reports a real one again at every reconnect
+    error = recorder.config_error()
+    if stops:
+        assert isinstance(error, KafkaClientError)
+        assert error.retriable is False
+        assert str(error).startswith("The admin client: ")
+    else:
+        assert error is None
+
+
+@pytest.mark.parametrize(
+    ("events", "stops"),
+    [
+        ([TLS], False),  # once: a broker restarting mid-handshake; the next connection clears it
+        ([AUTH], False),
+        ([TLS, REFUSED, TLS], True),
+        ([KafkaError(KafkaError._FENCED, "fenced", fatal=True)], True),  # fatal: at once
+    ],
+    ids=["tls-once", "auth-once", "tls-twice", "fatal-once"],
+)
+def test_a_config_error_must_repeat_unless_fatal(events: list[KafkaError], stops: bool) -> None:
+    recorder = ClientEvents("c")
+    for event in events:
+        recorder(event)
+    assert (recorder.config_error() is not None) == stops
+
+
+def test_only_events_after_the_mark_count() -> None:
+    recorder = ClientEvents("c")
+    recorder(AUTH)
+    recorder(AUTH)
+    mark = recorder.mark()
+    assert recorder.config_error() is not None
+    assert recorder.config_error(mark) is None  # an old failure never fails a later call
+    recorder(AUTH)
+    recorder(AUTH)
+    assert recorder.config_error(mark) is not None
+
+
+def test_each_config_error_is_a_fresh_exception() -> None:
+    recorder = ClientEvents("c")
+    recorder(TLS)
+    recorder(TLS)
+    assert recorder.config_error() is not recorder.config_error()  # tracebacks do not pile up
+
+
+def test_each_distinct_event_is_logged_once(caplog: pytest.LogCaptureFixture) -> None:
+    recorder = ClientEvents("The consumer")
+    with caplog.at_level(logging.WARNING, logger="kafka_direct.kafka.events"):
+        for event in [REFUSED, DOWN, REFUSED, DOWN, REFUSED]:
+            recorder(event)
+    assert [r.getMessage() for r in caplog.records] == [
+        "The consumer reported: 127.0.0.1:1/bootstrap: Connect to ipv4#127.0.0.1:1 failed: "
+        "Connection refused (_TRANSPORT)",
+        "The consumer reported: 1/1 brokers are down (_ALL_BROKERS_DOWN)",
+    ]
+
+
+# --- executors: the fetch loop ---------------------------------------------------------------
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    fake = FakeClock()
+    monkeypatch.setattr(fetch.time, "monotonic", fake.monotonic)
+    return fake
+
+
+def _read(pc: PartitionConsumer, frm: int, until: int) -> list[Any]:
+    return list(
+        fetch_range(
+            pc,
+            OffsetRange("orders", 0, frm, until),
+            poll_timeout_ms=1000,
+            fail_on_data_loss=True,
+            batch_size=100,
+            include_headers=False,
+        )
+    )
+
+
+def test_a_fetch_timeout_says_what_the_consumer_reported(clock: FakeClock) -> None:
+    fake = FakeConsumer(FakeLog.plain(50), clock=clock)
+    fake.paused = True
+    events = ClientEvents("The executor's Kafka consumer")
+    events(REFUSED)
+    with pytest.raises(FetchTimeoutError) as info:
+        _read(PartitionConsumer(fake, events), 0, 50)
+    message = str(info.value)
+    assert "The consumer reported: 127.0.0.1:1/bootstrap: Connect to" in message
+    assert "'kafkaConsumer.pollTimeoutMs'" in message
+    assert "may be down" not in message
+
+
+def test_a_fetch_timeout_without_events_keeps_the_generic_cause(clock: FakeClock) -> None:
+    fake = FakeConsumer(FakeLog.plain(50), clock=clock)
+    fake.paused = True
+    with pytest.raises(FetchTimeoutError, match="may be down, paused or overloaded"):
+        _read(PartitionConsumer(fake, ClientEvents("c")), 0, 50)
+
+
+def test_a_config_error_stops_the_fetch_without_waiting_the_poll_timeout(
+    clock: FakeClock,
+) -> None:
+    fake = FakeConsumer(FakeLog.plain(50), clock=clock)
+    fake.paused = True
+    events = ClientEvents("The executor's Kafka consumer")
+    fake.on_consume = lambda: events(AUTH)  # reported again at every reconnect attempt
+    with pytest.raises(KafkaClientError, match=r"kafka\.sasl\.password") as info:
+        _read(PartitionConsumer(fake, events), 0, 50)
+    assert not isinstance(info.value, FetchTimeoutError)
+    assert sum(fake.waits) < 1.0  # one consume slice, not the 1000 ms poll timeout
+
+
+# --- the driver: AdminOffsetReader's first contact and retries -------------------------------
+
+
+class _Metadata:
+    def __init__(self) -> None:
+        self.topics: dict[str, Any] = {}
+
+
+class FailingAdmin:
+    """An AdminClient whose metadata requests fail, after ``answers`` successful ones; ``poll``
+    serves the queued events (more can be queued with ``say``)."""
+
+    def __init__(self, error_cb: ClientEvents, events: list[KafkaError], answers: int) -> None:
+        self.error_cb = error_cb
+        self.pending = list(events)
+        self.answers = answers
+        self.requests = 0
+        self.timeouts: list[float] = []
+
+    def say(self, *events: KafkaError) -> None:
+        self.pending.extend(events)
+
+    def list_topics(self, timeout: float = -1) -> Any:
+        self.requests += 1
+        self.timeouts.append(timeout)
+        if self.answers > 0:
+            self.answers -= 1
+            return _Metadata()
+        raise KafkaException(KafkaError(KafkaError._TRANSPORT, "Failed to get metadata"))
+
+    def poll(self, timeout: float = 0) -> int:
+        served, self.pending = self.pending, []
+        for event in served:
+            self.error_cb(event)
+        return len(served)
+
+
+def _reader(
+    events: list[KafkaError], admins: list[FailingAdmin], answers: int = 0
+) -> AdminOffsetReader:
+    def factory(kafka: Any, error_cb: ClientEvents) -> FailingAdmin:
+        admins.append(FailingAdmin(error_cb, events, answers))
+        return admins[-1]
+
+    return AdminOffsetReader(
+        {"bootstrap.servers": "nohost:9092", "sasl.password": "hunter2"},
+        num_retries=2,
+        retry_interval_ms=0,
+        connect_timeout_s=7.5,
+        admin_factory=factory,
+    )
+
+
+def test_first_contact_fails_at_once_with_the_servers_and_the_cause() -> None:
+    """Regression: a wrong 'kafka.bootstrap.servers' waited 120 s through every retry, and its
+    only advice was to raise the retries."""
+    admins: list[FailingAdmin] = []
+    with pytest.raises(KafkaClientError) as info:
+        _reader([RESOLVE, DOWN], admins).topic_partitions()
+    message = str(info.value)
+    assert "Could not reach the Kafka cluster at 'kafka.bootstrap.servers'='nohost:9092'" in message
+    assert "within 7.5 s" in message
+    assert "Failed to resolve 'nohost:9092'" in message
+    assert "check the host names in 'kafka.bootstrap.servers'" in message
+    assert "fetchOffset.numRetries" not in message  # retries cannot fix an address
+    assert "hunter2" not in message
+    assert info.value.retriable is False
+    assert admins[0].requests == 1 and admins[0].timeouts == [7.5]
+
+
+def test_once_connected_a_failure_is_retried_and_explained() -> None:
+    admins: list[FailingAdmin] = []
+    reader = _reader([], admins, answers=1)
+    reader.connect()
+    admins[0].say(REFUSED, DOWN)
+    with pytest.raises(KafkaClientError) as info:
+        reader.topic_partitions()
+    message = str(info.value)
+    assert "after 3 attempt(s)" in message
+    assert "nothing accepts connections there" in message
+    assert "'fetchOffset.numRetries'" in message
+    assert admins[0].requests == 1 + 3
+
+
+def test_failed_authentication_is_not_retried() -> None:
+    admins: list[FailingAdmin] = []
+    with pytest.raises(KafkaClientError) as info:
+        _reader([AUTH, AUTH], admins).topic_partitions()
+    assert admins[0].requests == 1
+    assert info.value.code == "_AUTHENTICATION"
+    assert info.value.retriable is False
+    assert "'kafka.sasl.mechanism'" in str(info.value)
+    assert "hunter2" not in str(info.value)
+
+
+def test_the_reader_pickles_without_its_client_or_events() -> None:
+    import pickle
+    import threading
+
+    reader = AdminOffsetReader({"bootstrap.servers": "b:9092"})
+    reader._admin = threading.Lock()  # stand-ins that cannot be pickled, as the real ones
+    reader._events = ClientEvents("c")
+    reader._connected = True
+    clone = pickle.loads(pickle.dumps(reader))
+    assert clone._admin is None and clone._events is None
+    assert clone._connected is False  # a new process proves its own connection
+
+
+def test_an_old_tls_event_does_not_stop_the_retries_of_a_later_call() -> None:
+    """The admin client lives as long as the query; a TLS hiccup long ago must not turn a later
+    transport failure into a non-retriable TLS error."""
+    admins: list[FailingAdmin] = []
+    reader = _reader([], admins, answers=1)
+    reader.connect()
+    admins[0].say(TLS, TLS)
+    with pytest.raises(KafkaClientError):
+        reader.topic_partitions()  # the TLS events of this call stop it at once
+    assert admins[0].requests == 1 + 1
+    with pytest.raises(KafkaClientError) as info:
+        reader.topic_partitions()  # nothing new reported: retried, and the cause is the failure
+    assert admins[0].requests == 2 + 3
+    assert "after 3 attempt(s)" in str(info.value)

@@ -1,0 +1,279 @@
+"""The stream planner under broker faults: partitions without an answer, a cluster that does not
+answer at all, checkpoints written under such a fault, and data deleted before it was read.
+Against the in-memory cluster of ``fake_reader``; no broker, no Spark.
+
+Regression tests carry the name of the bug they guard (issue "Faults"): a slow broker wrote
+``{"t": {"0": -1001, ...}}`` to Spark's offset log and every restart failed on it; a 10-second
+leader outage failed the stream in one second; DeleteRecords made a rate-limited stream crawl
+through the deleted range 500 offsets at a time.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+
+from kafka_direct.errors import DataLossError, KafkaClientError
+from kafka_direct.offsets import LATEST, PartitionOffsets, TopicPartition
+from kafka_direct.planning.micro_batch import StreamPlanner
+from kafka_direct.planning.patience import OffsetPatience
+from tests.unit.fake_reader import FakeCluster
+from tests.unit.planning.test_micro_batch import (
+    T0,
+    T1,
+    MicroBatches,
+    spans,
+    stream_options,
+    through_json,
+)
+
+SLOW = "no valid offset (OFFSET_INVALID: its leader did not answer in time)"
+
+
+class Clock:
+    """Seconds for OffsetPatience; time moves when ``sleep`` is called or the test says so."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def patient(
+    cluster: FakeCluster, options: dict[str, str], clock: Clock, **kwargs: Any
+) -> MicroBatches:
+    q = MicroBatches(cluster, options, **kwargs)
+    opts = q.planner.opts
+    q.planner._patience = OffsetPatience(
+        opts.unavailable_timeout_ms, clock_s=clock, sleep_s=clock.sleep
+    )
+    return q
+
+
+def never_negative(offsets: PartitionOffsets) -> None:
+    assert all(off >= 0 for off in offsets.values()), offsets
+
+
+@pytest.fixture
+def two() -> FakeCluster:
+    c = FakeCluster()
+    c.create_topic("t", partitions=2, records=[5, 5])
+    return c
+
+
+# --- a partition without an answer ----------------------------------------------------------------
+
+
+def test_regression_slow_broker_bricks_checkpoint_unavailable_partition_does_not_advance(
+    two: FakeCluster,
+) -> None:
+    clock = Clock()
+    q = patient(two, {"subscribe": "t", "startingOffsets": "earliest"}, clock)
+    assert q.trigger() == [("t-0", 0, 5), ("t-1", 0, 5)]
+    two.append("t", 0, 3)
+    two.append("t", 1, 3)
+    two.unavailable[T0] = SLOW
+    end = q.latest()
+    never_negative(end)
+    assert end == {T0: 5, T1: 8}  # t-0 stays where it was; t-1 advances
+    assert spans(q.planner.plan_ranges(q.start, end)) == [("t-1", 5, 8)]
+    q.start = end
+    del two.unavailable[T0]
+    assert q.trigger() == [("t-0", 5, 8)]  # nothing lost, nothing read twice
+
+
+def test_a_partition_unavailable_longer_than_the_bound_fails_the_stream(two: FakeCluster) -> None:
+    clock = Clock()
+    q = patient(two, {"subscribe": "t", "fetchOffset.unavailableTimeout": "2m"}, clock)
+    q.trigger()  # batch 0 pins
+    two.unavailable[T1] = SLOW
+    assert q.trigger() is None
+    clock.now += 119
+    assert q.trigger() is None
+    clock.now += 2
+    with pytest.raises(KafkaClientError) as info:
+        q.trigger()
+    message = str(info.value)
+    assert "t-1" in message and "'fetchOffset.unavailableTimeout'" in message
+    assert "OFFSET_INVALID" in message
+    assert info.value.retriable is False
+
+
+def test_batch_0_pins_every_partition_or_none(two: FakeCluster) -> None:
+    """A 'latest' start pinned for some partitions only would pin the rest later, at another
+    moment: wait until all of them answer."""
+    clock = Clock()
+    q = patient(two, {"subscribe": "t"}, clock)
+    start = q.start
+    assert start == {T0: LATEST, T1: LATEST}
+    two.unavailable[T0] = SLOW
+    assert q.latest() == start  # no batch yet
+    del two.unavailable[T0]
+    pinned = q.latest()
+    assert pinned == {T0: 5, T1: 5}
+
+
+# --- no answer at all -----------------------------------------------------------------------------
+
+
+def test_regression_ten_second_outage_killed_the_stream_in_one_second(
+    two: FakeCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = Clock()
+    q = patient(two, {"subscribe": "t", "startingOffsets": "earliest"}, clock)
+    q.trigger()
+    two.down = True
+    with caplog.at_level(logging.WARNING, logger="kafka_direct.planning.patience"):
+        for _ in range(10):
+            assert q.trigger() is None  # no batch, no error
+            clock.now += 1
+    warned = [r for r in caplog.records if "gets no offsets from the cluster" in r.getMessage()]
+    assert len(warned) == 1  # once per WARN_EVERY_S, not once per trigger
+    two.down = False
+    two.append("t", 0, 2)
+    assert q.trigger() == [("t-0", 5, 7)]
+
+
+def test_an_outage_longer_than_the_bound_fails_naming_the_option(two: FakeCluster) -> None:
+    clock = Clock()
+    q = patient(two, {"subscribe": "t", "fetchOffset.unavailableTimeout": "30s"}, clock)
+    q.trigger()
+    two.down = True
+    assert q.trigger() is None
+    clock.now += 31
+    with pytest.raises(KafkaClientError, match=r"longer than 'fetchOffset.unavailableTimeout'"):
+        q.trigger()
+
+
+def test_new_partitions_earliest_is_waited_for_while_the_batch_is_planned() -> None:
+    cluster = FakeCluster()
+    cluster.create_topic("a", records=2)
+    clock = Clock()
+    q = patient(cluster, {"subscribePattern": "[ab]", "startingOffsets": "earliest"}, clock)
+    q.trigger()
+    cluster.create_topic("b", records=4)
+    end = q.latest()
+    cluster.down = True  # the batch is in the offset log; planning it must wait, not fail
+
+    def recover(seconds: float) -> None:
+        clock.now += seconds
+        if len(clock.slept) == 3:
+            cluster.down = False
+
+    clock.sleep = lambda s: (clock.slept.append(s), recover(s))  # type: ignore[method-assign]
+    q.planner._patience._sleep = clock.sleep
+    assert spans(q.planner.plan_ranges(q.start, end)) == [("b-0", 0, 4)]
+    assert len(clock.slept) == 3
+
+
+# --- checkpoints that already hold an invalid offset ----------------------------------------------
+
+
+def test_regression_slow_broker_bricks_checkpoint_invalid_end_is_repaired(two: FakeCluster) -> None:
+    """Spark re-runs the uncommitted batch from the offset log: (valid start, end with -1001).
+    It must plan, with t-0 not advanced, and the next trigger (start = that end) go on from
+    where t-0 stood."""
+    clock = Clock()
+    q = patient(two, {"subscribe": "t", "startingOffsets": "earliest"}, clock)
+    q.trigger()  # reads [0, 5) of both
+    two.append("t", 0, 3)
+    two.append("t", 1, 3)
+    logged_start = {T0: 5, T1: 5}
+    logged_end = through_json({T0: -1001, T1: 8})
+    restarted = patient(two, {"subscribe": "t", "startingOffsets": "earliest"}, clock)
+    assert spans(restarted.planner.plan_ranges(logged_start, logged_end)) == [("t-1", 5, 8)]
+    restarted.start = logged_end
+    end = restarted.latest()
+    never_negative(end)
+    assert end == {T0: 8, T1: 8}
+    assert spans(restarted.planner.plan_ranges(logged_end, end)) == [("t-0", 5, 8)]
+
+
+def test_an_invalid_start_not_seen_in_this_run_rereads_rather_than_skips(
+    two: FakeCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = Clock()
+    q = patient(two, {"subscribe": "t"}, clock)
+    q.start = {T0: -1001, T1: 5}
+    with caplog.at_level(logging.WARNING, logger="kafka_direct.planning.micro_batch"):
+        end = q.latest()
+    never_negative(end)
+    assert end == {T0: 5, T1: 5}  # t-0 from its earliest offset (0): re-read, never skipped
+    assert spans(q.planner.plan_ranges(q.start, end)) == [("t-0", 0, 5)]
+    assert any("invalid offset -1001 for t-0" in r.getMessage() for r in caplog.records)
+
+
+def test_an_invalid_start_uses_the_groups_commit_when_the_query_commits(two: FakeCluster) -> None:
+    two.groups["g"] = {T0: 3}
+    q = patient(two, {"subscribe": "t", "kafka.group.id": "g"}, Clock())
+    q.start = {T0: -1001, T1: 5}
+    assert spans(q.planner.plan_ranges(q.start, q.latest())) == [("t-0", 3, 5)]
+
+
+# --- data deleted before it was read --------------------------------------------------------------
+
+
+def test_regression_delete_records_crawled_through_the_gap_500_offsets_at_a_time() -> None:
+    cluster = FakeCluster()
+    cluster.create_topic("t", records=10_000)
+    options = {
+        "subscribe": "t",
+        "startingOffsets": "earliest",
+        "maxOffsetsPerTrigger": "500",
+        "failOnDataLoss": "false",
+    }
+    q = patient(cluster, options, Clock())
+    assert q.trigger() == [("t-0", 0, 500)]
+    cluster.age_out("t", 0, 9_000)
+    assert q.trigger() == [("t-0", 9_000, 9_500)]  # one step to the log start, then the limit
+    assert q.planner.losses.lost == {TopicPartition("t", 0): 8_500}
+
+
+def test_lost_offsets_are_reported_once_even_when_a_batch_is_planned_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    cluster = FakeCluster()
+    cluster.create_topic("t", records=100)
+    heard: list[tuple[str, int]] = []
+    planner = StreamPlanner(
+        stream_options({"subscribe": "t", "failOnDataLoss": "false"}),
+        cluster.reader,
+        on_loss=lambda loss, count: heard.append((str(loss.topic_partition), count)),
+    )
+    cluster.age_out("t", 0, 40)
+    with caplog.at_level(logging.WARNING, logger="kafka_direct.planning.micro_batch"):
+        first = planner.plan_ranges({T0: 10}, {T0: 100})
+        again = planner.plan_ranges({T0: 10}, {T0: 100})  # Spark re-runs the batch
+    assert spans(first) == spans(again) == [("t-0", 40, 100)]
+    assert heard == [("t-0", 30)]
+    assert len([r for r in caplog.records if "Data loss on t-0" in r.getMessage()]) == 1
+
+
+def test_deleted_start_fails_on_the_driver_with_fail_on_data_loss() -> None:
+    """Whatever an executor still holds in its prefetch queue, the batch fails before any task
+    runs (the policy used to depend on the queue's timing)."""
+    cluster = FakeCluster()
+    cluster.create_topic("t", records=100)
+    planner = StreamPlanner(stream_options({"subscribe": "t"}), cluster.reader)
+    cluster.age_out("t", 0, 40)
+    with pytest.raises(DataLossError, match="earliest available is 40"):
+        planner.plan_ranges({T0: 10}, {T0: 100})
+
+
+def test_an_unanswered_log_start_leaves_the_check_to_the_executors() -> None:
+    cluster = FakeCluster()
+    cluster.create_topic("t", partitions=2, records=[100, 100])
+    planner = StreamPlanner(stream_options({"subscribe": "t"}), cluster.reader)
+    cluster.age_out("t", 1, 40)
+    cluster.unavailable[T1] = SLOW
+    ranges = planner.plan_ranges({T0: 10, T1: 10}, {T0: 100, T1: 100})
+    # Planned as asked: the executor reading t-1 meets "out of range" and applies the policy.
+    assert spans(ranges) == [("t-0", 10, 100), ("t-1", 10, 100)]

@@ -1,0 +1,105 @@
+"""The sink's writers (kafka_direct.source.sink) without Spark's JVM and without a broker: what
+is checked when Spark builds a writer, what the writers pickle, and what commit / abort say.
+
+(Kept beside the producer's tests: the writers are the Spark-facing half of the same sink.)
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import time
+from typing import Any
+
+import pytest
+from pyspark.sql.types import BinaryType, IntegerType, StringType, StructField, StructType
+
+from kafka_direct.errors import ConfigurationError, KafkaClientError
+from kafka_direct.source import sink
+from kafka_direct.source.datasource import KafkaDirectDataSource
+from kafka_direct.source.sink import KafkaBatchWriter, KafkaStreamWriter, SinkCommitMessage
+
+SCHEMA = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+NOWHERE = {"kafka.bootstrap.servers": "127.0.0.1:1", "topic": "t"}
+
+
+@pytest.fixture(autouse=True)
+def fresh_checks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sink, "_checked", {})
+    monkeypatch.setattr(sink, "CONNECT_TIMEOUT_S", 1.0)
+
+
+def test_a_cluster_that_does_not_answer_is_refused_before_the_write() -> None:
+    started = time.monotonic()
+    with pytest.raises(KafkaClientError) as info:
+        sink.build_settings(NOWHERE, SCHEMA)
+    assert time.monotonic() - started < 5
+    message = str(info.value)
+    assert (
+        "The Kafka sink could not reach the cluster at 'kafka.bootstrap.servers'='127.0.0.1:1'"
+        in message
+    )
+    assert "Connection refused" in message and "nothing was written" in message
+
+
+def test_checks_run_once_per_configuration_and_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    monkeypatch.setattr(sink, "check_producer_config", lambda c, u: calls.append("librdkafka"))
+    monkeypatch.setattr(sink, "_check_cluster", lambda o: calls.append("cluster"))
+    first = sink.build_settings(NOWHERE, SCHEMA)
+    sink.build_settings(NOWHERE, SCHEMA)  # a stream's writer, built again for the next batch
+    assert calls == ["librdkafka", "cluster"]
+    sink.build_settings({**NOWHERE, "kafka.linger.ms": "10"}, SCHEMA)
+    assert calls == ["librdkafka", "cluster"] * 2
+    assert (
+        first.columns.key == 0 and first.columns.value == 1 and first.producer_config["partitioner"]
+    )
+
+
+def test_columns_and_options_are_refused_before_any_connection() -> None:
+    bad = StructType([StructField("value", IntegerType())])
+    with pytest.raises(ConfigurationError, match="Column 'value' has type int"):
+        sink.build_settings(NOWHERE, bad)
+    with pytest.raises(ConfigurationError, match=r"'kafka\.bootstrap\.servers'"):
+        sink.build_settings({"topic": "t"}, SCHEMA)
+
+
+def test_overwrite_is_refused_for_a_batch_and_complete_mode_is_taken_by_a_stream(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(sink, "_check_once", lambda opts: None)
+    source = KafkaDirectDataSource(dict(NOWHERE))
+    with pytest.raises(ConfigurationError) as info:
+        source.writer(SCHEMA, overwrite=True)
+    assert "Save mode Overwrite not allowed for Kafka" in str(info.value)
+    assert isinstance(source.writer(SCHEMA, overwrite=False), KafkaBatchWriter)
+    # overwrite=True is a stream's Complete output mode: every batch writes the whole table.
+    assert isinstance(source.streamWriter(SCHEMA, overwrite=True), KafkaStreamWriter)
+
+
+def test_writers_and_commit_messages_pickle_without_secrets_in_their_repr(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(sink, "_check_once", lambda opts: None)
+    options = {**NOWHERE, "kafka.sasl.password": "hunter2"}
+    writer = KafkaDirectDataSource(options).writer(SCHEMA, overwrite=False)
+    again: Any = pickle.loads(pickle.dumps(writer))
+    assert again.settings == writer.settings
+    assert "hunter2" not in repr(writer.settings)
+    message = SinkCommitMessage(10, 1, 0.5, "python", partition_id=3, attempt=0, batch_id=7)
+    assert pickle.loads(pickle.dumps(message)) == message
+
+
+def test_commit_and_abort_say_what_stays_written(caplog: pytest.LogCaptureFixture) -> None:
+    done = SinkCommitMessage(10, 1, 0.5, "python")
+    writer = KafkaStreamWriter.__new__(KafkaStreamWriter)
+    with caplog.at_level(logging.INFO, logger="kafka_direct.source.sink"):
+        writer.commit([done, done], 4)
+        writer.abort([done, None], 5)
+        KafkaBatchWriter.__new__(KafkaBatchWriter).abort([None, done])
+    assert "Micro-batch 4 wrote 20 record(s) to Kafka in 2 task(s)" in caplog.text
+    assert (
+        "Micro-batch 5 failed (1 task(s) failed). The 10 record(s) written by the 1" in caplog.text
+    )
+    assert "writes it again when it runs it again (at-least-once" in caplog.text
+    assert "The write to Kafka failed (1 task(s) failed). The 10 record(s)" in caplog.text
