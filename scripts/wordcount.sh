@@ -4,5 +4,5 @@
 # Options go to `kafka-direct wordcount`, e.g. scripts/wordcount.sh --seconds 30
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-. "$ROOT/scripts/setup.sh"
+KAFKA_DIRECT_SETUP_STRICT=1 . "$ROOT/scripts/setup.sh"
 exec kafka-direct wordcount "$@"

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from kafka_direct.broker import EmbeddedBroker
+from kafka_direct.testing.broker import EmbeddedBroker
 from tests.integration.kafka_helpers import create_topic, new_topic_name
 
 
@@ -48,7 +48,7 @@ def task_stats_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def spark(worker_log: Path, task_stats_dir: Path) -> Iterator[Any]:
-    from kafka_direct.local import local_spark
+    from kafka_direct.testing.local import local_spark
 
     # Set before the JVM starts, so every Python worker inherits them.
     os.environ["KAFKA_DIRECT_LOG_FILE"] = str(worker_log)

@@ -12,7 +12,7 @@ import sqlite3
 import sys
 import time
 
-from kafka_direct.local import local_spark
+from kafka_direct.testing.local import local_spark
 
 
 def main(bootstrap: str, topic: str, checkpoint: str, db: str) -> None:

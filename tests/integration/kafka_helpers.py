@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import Producer
 
-from kafka_direct.broker import create_topic, delete_topic
+from kafka_direct.testing.broker import create_topic, delete_topic
 
 __all__ = ["Record", "create_topic", "delete_topic", "new_topic_name", "produce_known"]
 

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from kafka_direct.direct_stream import BatchFailedError, DirectKafkaStream
-from kafka_direct.group_offsets import fetch_group_offsets
-from kafka_direct.kafka_utils import KafkaUtils
+from kafka_direct.dstream.kafka_utils import KafkaUtils
+from kafka_direct.dstream.strategies import ConsumerStrategies, LocationStrategies
+from kafka_direct.dstream.stream import BatchFailedError, DirectKafkaStream
+from kafka_direct.kafka.groups import fetch_group_offsets
 from kafka_direct.offsets import OffsetRange, TopicPartition
-from kafka_direct.strategies import ConsumerStrategies, LocationStrategies
 from tests.integration.kafka_helpers import Record, new_topic_name, produce_known
 
 WAIT_S = 60.0

@@ -19,8 +19,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from kafka_direct.broker import EmbeddedBroker, create_topic, delete_topic
 from kafka_direct.errors import EmbeddedBrokerError, KafkaClientError
+from kafka_direct.testing.broker import EmbeddedBroker, create_topic, delete_topic
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -198,7 +198,7 @@ def test_fixed_port_taken_by_another_listener_fails_with_broker_log(tmp_path: Pa
 
 def test_forgotten_broker_is_stopped_at_interpreter_exit() -> None:
     script = textwrap.dedent("""
-        from kafka_direct.broker import EmbeddedBroker
+        from kafka_direct.testing.broker import EmbeddedBroker
         print(EmbeddedBroker().start().pid, flush=True)
     """)
     done = subprocess.run(
@@ -216,7 +216,7 @@ def test_forgotten_broker_is_stopped_at_interpreter_exit() -> None:
 def test_cli_prints_bootstrap_line_and_exits_zero_on_sigterm() -> None:
     port = _free_port()
     cli = subprocess.Popen(
-        [sys.executable, "-m", "kafka_direct.broker", "--port", str(port)],
+        [sys.executable, "-m", "kafka_direct.testing.broker", "--port", str(port)],
         env=_subprocess_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -8,11 +8,11 @@ import uuid
 import pytest
 from pyspark.errors import PySparkException
 
-from kafka_direct.broker import EmbeddedBroker, create_topic
+from kafka_direct.config.source import parse_source_options
+from kafka_direct.consumer.read import read_range
 from kafka_direct.errors import FetchTimeoutError
-from kafka_direct.executor import ExecutorSettings, read_range
 from kafka_direct.offsets import OffsetRange
-from kafka_direct.options import parse_source_options
+from kafka_direct.testing.broker import EmbeddedBroker, create_topic
 from tests.integration.kafka_helpers import produce_known
 
 SECRET = "s3cr3t-Pa55word"
@@ -93,7 +93,7 @@ def test_a_stalled_broker_ends_an_executor_read_with_fetch_timeout():
             },
             streaming=False,
         )
-        settings = ExecutorSettings.from_options(opts)
+        settings = opts.executor_settings()
         # The first 10 records exist; offsets 10..20 never will while the broker is paused.
         batches = read_range(settings, OffsetRange(topic, 0, 0, 20))
         broker.pause()
@@ -104,3 +104,107 @@ def test_a_stalled_broker_ends_an_executor_read_with_fetch_timeout():
             broker.resume()
         assert "kafkaConsumer.pollTimeoutMs" in str(exc_info.value)
         assert f"{topic}-0" in str(exc_info.value)
+
+
+# --- failing fast where waiting cannot help (issue "Faults") --------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("address", "cause"),
+    [
+        ("127.0.0.1:1", "nothing accepts connections there"),
+        ("no-such-host.invalid:9092", "check the host names in 'kafka.bootstrap.servers'"),
+        # Redis answers nothing to a Kafka request: connected, then silence.
+        ("127.0.0.1:6379", "did not answer as a Kafka broker"),
+    ],
+    ids=["refused", "unresolvable", "not-kafka"],
+)
+def test_regression_wrong_bootstrap_servers_fail_load_in_seconds_with_the_cause(
+    spark, address, cause
+):
+    """A wrong address made a batch read hang 122 s and print 2,289 librdkafka FAIL lines
+    (those go through logging now: see the next test)."""
+    import time
+
+    began = time.monotonic()
+    with pytest.raises(PySparkException) as exc_info:
+        spark.read.format("kafka_direct").option("kafka.bootstrap.servers", address).option(
+            "subscribe", "t"
+        ).load()
+    waited = time.monotonic() - began
+    message = _message(exc_info)
+    assert f"Could not reach the Kafka cluster at 'kafka.bootstrap.servers'='{address}'" in message
+    assert cause in message
+    assert waited < 60, f"took {waited:.0f} s"  # a bound against hanging, not a timing test
+
+
+def test_librdkafka_log_lines_go_through_logging_not_stderr(capfd, caplog):
+    """In this process, where file descriptor 2 is captured: librdkafka writes its own lines to
+    stderr unless a client has a 'logger'."""
+    import logging
+
+    from kafka_direct.errors import KafkaClientError
+    from kafka_direct.kafka.offset_reader import AdminOffsetReader
+
+    reader = AdminOffsetReader({"bootstrap.servers": "127.0.0.1:1"}, connect_timeout_s=2)
+    # Both loggers: the CLI's main(), run in this process by other tests, sets the level of
+    # kafka_direct.librdkafka itself.
+    with (
+        caplog.at_level(logging.DEBUG, logger="kafka_direct"),
+        caplog.at_level(logging.DEBUG, logger="kafka_direct.librdkafka"),
+    ):
+        with pytest.raises(KafkaClientError, match="nothing accepts connections there"):
+            reader.connect()
+        reader.close()
+    err = capfd.readouterr().err
+    assert "FAIL" not in err and "Connection refused" not in err, err
+    routed = [r for r in caplog.records if r.name == "kafka_direct.librdkafka"]
+    assert any("Connection refused" in r.getMessage() for r in routed)
+    # The same failure, reported once by the client's error_cb with what to check.
+    warned = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert sum("Connection refused" in r.getMessage() for r in warned) == 1
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        ("kafka.security.protocol", "SASL_PLAINTXT", 'Invalid value "SASL_PLAINTXT"'),
+        ("kafka.fetch.max.bites", "1000", 'No such configuration property: "fetch.max.bites"'),
+    ],
+    ids=["bad-value", "bad-name"],
+)
+def test_regression_librdkafka_typos_fail_at_load_naming_the_kafka_option(
+    spark, kafka_bootstrap, key, value, expected
+):
+    """A typo in a librdkafka setting used to surface at the first action, as a broker that
+    could not be reached, after the retries."""
+    reader = (
+        spark.read.format("kafka_direct")
+        .option("kafka.bootstrap.servers", kafka_bootstrap)
+        .option("subscribe", "t")
+        .option(key, value)
+    )
+    with pytest.raises(PySparkException) as exc_info:
+        reader.load()
+    message = _message(exc_info)
+    assert f"Invalid option '{key}'" in message
+    assert expected in message
+
+
+def test_regression_stream_only_mistake_is_one_clear_error_without_unbound_local(
+    spark, kafka_bootstrap, tmp_path
+):
+    """endingOffsets on a stream surfaced under PySpark's own follow-on UnboundLocalError."""
+    df = (
+        spark.readStream.format("kafka_direct")
+        .option("kafka.bootstrap.servers", kafka_bootstrap)
+        .option("subscribe", "whatever")
+        .option("endingOffsets", "latest")
+        .load()
+    )
+    query = df.writeStream.format("noop").option("checkpointLocation", str(tmp_path)).start()
+    with pytest.raises(PySparkException) as exc_info:
+        query.awaitTermination(60)
+    message = _message(exc_info)
+    assert "Invalid option 'endingOffsets'" in message
+    assert "UnboundLocalError" not in message

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib.util
+import json
 from pathlib import Path
 from types import ModuleType
 
@@ -107,3 +108,32 @@ def test_exactly_once_example_adds_counts_inside_the_store_transaction(
         assert store.load(f"ex-{topic}") != {}
     finally:
         store.close()
+
+
+def test_kafka_to_kafka_enriches_every_record_exactly_once(
+    make_topic, spark, kafka_bootstrap, tmp_path
+):
+    from tests.integration.kafka_helpers import produce_known
+    from tests.integration.test_sink_batch import read_topic
+
+    source, target = make_topic(partitions=2), make_topic(partitions=2)
+    produced = produce_known(kafka_bootstrap, source, per_partition=15, partitions=2)
+    example = load("kafka_to_kafka")
+    query = example.start_pipeline(
+        spark, kafka_bootstrap, source, target, str(tmp_path / "ck"), availableNow=True
+    )
+    assert query.awaitTermination(120)
+    assert query.exception() is None
+    got = read_topic(kafka_bootstrap, target, len(produced))
+    assert sorted(h[0][1] for _, _, _, h in got) == sorted(
+        f"{r.topic}-{r.partition}@{r.offset}".encode() for r in produced
+    )  # every record once, its source in a header
+    first = next(v for _, _, v, h in got if h[0][1] == f"{source}-0@0".encode())
+    assert json.loads(first) | {"read_at": None} == {
+        "line": f"{source}|p0|0",
+        "words": 1,
+        "shout": f"{source}|P0|0".upper(),
+        "read_at": None,
+    }
+    # keyed by the first word: the whole line here, so every key is the source value
+    assert {k for _, k, _, _ in got} == {r.value for r in produced}

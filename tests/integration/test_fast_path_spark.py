@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from kafka_direct import native
+from kafka_direct.consumer import native
 from tests.integration.kafka_helpers import produce_known
 from tests.integration.test_batch_read import rows_as_records
 

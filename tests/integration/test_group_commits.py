@@ -5,9 +5,10 @@ from __future__ import annotations
 import time
 import uuid
 
-from kafka_direct.group_offsets import fetch_group_offsets, group_lag
-from kafka_direct.listener import LagListener, LagReport
+from kafka_direct.kafka.groups import fetch_group_offsets
+from kafka_direct.kafka.lag import group_lag
 from kafka_direct.offsets import TopicPartition
+from kafka_direct.source.listener import LagListener, LagReport
 from tests.integration.kafka_helpers import produce_known
 from tests.integration.streams import Collector, expected_keys, start, wait_for
 

@@ -8,19 +8,20 @@ import uuid
 from datetime import timezone
 from typing import Any
 
-from kafka_direct import native
-from kafka_direct.registration import _register_with_worker_site
+from kafka_direct.consumer import native
+from kafka_direct.source.registration import register_with_worker_site
 from tests.integration.test_native_read import KEYS, VALUES, produce, rows_of
 
 
 def _path_checked_source(name: str, expect_native: bool) -> Any:
     """The kafka_direct source under another name, whose read tasks first check which path
     their worker uses. Defined in a function so that cloudpickle ships it by value."""
-    from kafka_direct.source import KafkaBatchReader, KafkaDirectDataSource
+    from kafka_direct.source.batch import KafkaBatchReader
+    from kafka_direct.source.datasource import KafkaDirectDataSource
 
     class CheckedReader(KafkaBatchReader):
         def read(self, partition: Any) -> Any:
-            from kafka_direct import native as worker_native
+            from kafka_direct.consumer import native as worker_native
 
             if worker_native.available() != expect_native:
                 raise RuntimeError(f"wrong read path in this worker: {worker_native.status()}")
@@ -50,9 +51,9 @@ def test_spark_batch_read_is_the_same_on_both_paths(
     suffix = uuid.uuid4().hex[:8]
     fast = _path_checked_source(f"kafka_direct_fast_{suffix}", expect_native=True)
     slow = _path_checked_source(f"kafka_direct_python_{suffix}", expect_native=False)
-    assert _register_with_worker_site(spark, fast)
+    assert register_with_worker_site(spark, fast)
     monkeypatch.setitem(spark.sparkContext.environment, native.DISABLE_ENV, "0")
-    assert _register_with_worker_site(spark, slow)
+    assert register_with_worker_site(spark, slow)
     manager = spark._jsparkSession.sessionState().dataSourceManager()
     env = {s: manager.lookupDataSource(s.name()).dataSourceCls().envVars() for s in (fast, slow)}
     assert (native.DISABLE_ENV in env[fast], env[slow][native.DISABLE_ENV]) == (False, "0")

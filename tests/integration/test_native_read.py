@@ -1,4 +1,5 @@
-"""The C fast path (``kafka_direct.native``) against the pure-Python read, on the real broker.
+"""The C fast path (``kafka_direct.consumer.native``) against the pure-Python read, on the real
+broker.
 
 Every case reads the same offset ranges with ``fetch_range`` over a ``NativeConsumer`` and over
 a ``confluent_kafka.Consumer``, both built from the executors' own config
@@ -22,16 +23,20 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import Consumer, Producer
 
-from kafka_direct import native
+from kafka_direct.config.clients import executor_consumer_config
+from kafka_direct.consumer import native
+from kafka_direct.consumer.fetch import PartitionConsumer, fetch_range
+from kafka_direct.consumer.native import NativeConsumer
+from kafka_direct.consumer.pool import PoolKey
+from kafka_direct.consumer.read import _new_consumer
+from kafka_direct.consumer.rows import ARROW_SCHEMA, ARROW_SCHEMA_WITH_HEADERS
 from kafka_direct.errors import DataLossError, FetchTimeoutError, KafkaClientError
-from kafka_direct.executor import FAST_PATH_KEY, _new_consumer
-from kafka_direct.fetch import PartitionConsumer, fetch_range
-from kafka_direct.kafka_io import ClientEvents
-from kafka_direct.native import NativeConsumer
+from kafka_direct.kafka.events import ClientEvents
 from kafka_direct.offsets import OffsetRange
-from kafka_direct.rows import ARROW_SCHEMA, ARROW_SCHEMA_WITH_HEADERS
-from kafka_direct.settings import executor_consumer_config
 from tests.integration.kafka_helpers import Record, create_topic, delete_topic, produce_known
+
+# Timing-sensitive or CPU-heavy: runs alone, after the parallel part (scripts/test.sh).
+pytestmark = pytest.mark.serial
 
 PATHS = ("native", "python")
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -166,12 +171,18 @@ def produce(
     return sorted(out, key=lambda r: (r.partition, r.offset))
 
 
+def _key(*, fast_path: bool) -> PoolKey:
+    """The pool key that chooses the read path (the factory builds what the key says)."""
+    return PoolKey("g-executor", "t", 0, "fingerprint", fast_path=fast_path)
+
+
 def test_the_fast_path_is_available_and_used_by_the_executor(kafka_bootstrap):
     # Fails, never skips: without the extension this suite would compare Python with Python.
     assert native.available(), native.status()
     assert native.status().startswith("fast path (librdkafka ")
     conf = config(kafka_bootstrap)
-    fast, plain = _new_consumer({**conf, FAST_PATH_KEY: "true"}), _new_consumer(conf)
+    fast = _new_consumer(_key(fast_path=True), conf)
+    plain = _new_consumer(_key(fast_path=False), conf)
     try:
         assert isinstance(fast.consumer, NativeConsumer)
         assert type(plain.consumer) is Consumer
@@ -385,9 +396,9 @@ def test_timeouts_name_the_cause_the_client_reported(make_topic, kafka_bootstrap
 
 def test_an_unknown_librdkafka_property_is_refused_the_same_way(kafka_bootstrap):
     conf = {**config(kafka_bootstrap), "no.such.property": "1"}
-    for factory_config in ({**conf, FAST_PATH_KEY: "true"}, conf):
+    for fast_path in (True, False):
         with pytest.raises(KafkaClientError) as info:
-            _new_consumer(factory_config)
+            _new_consumer(_key(fast_path=fast_path), conf)
         assert info.value.code == "_INVALID_ARG"
         assert str(info.value).startswith("Creating a Kafka consumer on the executor: ")
         assert "no.such.property" in str(info.value)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kafka_direct.errors import ConfigurationError, TopicNotFoundError
-from kafka_direct.group_offsets import fetch_group_offsets
+from kafka_direct.kafka.groups import fetch_group_offsets
 from kafka_direct.offsets import OffsetRange, TopicPartition
 from kafka_direct.stores import KafkaGroupStore, SqlOffsetStore, starting_offsets_json
 from tests.integration.kafka_helpers import produce_known

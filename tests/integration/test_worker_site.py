@@ -1,5 +1,5 @@
 """The fast worker start in a real Spark: the Python processes Spark starts for a source
-registered by ``kafka_direct.registration`` import PySpark from site-packages, not from
+registered by ``kafka_direct.source.registration`` import PySpark from site-packages, not from
 ``pyspark.zip``. Probed with a tiny source whose offsets and rows report where PySpark came from:
 the streaming source runner (a fresh process per query) and an executor's read task."""
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import pyspark
 
-from kafka_direct.registration import WORKER_SITE_DIR, _register_with_worker_site
+from kafka_direct.source.registration import WORKER_SITE_DIR, register_with_worker_site
 
 SITE_PACKAGES_PYSPARK = str(Path(pyspark.__file__))
 
@@ -69,7 +69,7 @@ def test_registered_source_processes_import_pyspark_from_site_packages(
     spark: Any, tmp_path: Path
 ) -> None:
     source = _probe_source()
-    assert _register_with_worker_site(spark, source)
+    assert register_with_worker_site(spark, source)
     env = (
         spark._jsparkSession.sessionState()
         .dataSourceManager()

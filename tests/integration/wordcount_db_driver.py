@@ -19,8 +19,8 @@ from typing import Any
 
 import psycopg
 
-from kafka_direct.local import local_spark
 from kafka_direct.stores import SqlOffsetStore, exactly_once_foreach_batch, starting_offsets_json
+from kafka_direct.testing.local import local_spark
 
 log = logging.getLogger("wordcount_db_driver")
 

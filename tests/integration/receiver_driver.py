@@ -1,0 +1,183 @@
+"""A Spark driver for the receiver-stream tests: runs one or more ``KafkaUtils.createStream``
+streams until told to stop (or killed), each writing every record into SQLite.
+
+Run as: python receiver_driver.py SPEC.json RUN_LABEL
+
+The receiver tests need more task slots than the shared ``local[2]`` session has (receivers hold
+slots for as long as they run), and the crash tests must kill a driver: so the driver is a
+process of its own. The spec (JSON) says:
+
+- ``bootstrap``, ``cores`` (``local[cores]``), ``control`` (a directory);
+- ``streams``: each with ``name``, ``topic``, ``group``, ``receivers``, ``wal`` (bool),
+  ``wal_dir``, ``batch_interval``, ``db`` (the SQLite sink), and optionally ``params`` (extra
+  kafkaParams), ``max_pending_blocks``, ``max_rate``, ``slow_s`` (sleep per batch) and
+  ``stall_after`` (once the sink holds that many rows, the batch function never returns: the
+  batch is written but never marked done);
+- ``start_errors``: createStream arguments expected to fail at ``start()``; each error's type
+  and message are written to ``control/start_errors.json``.
+
+Each batch writes its rows into ``records`` (keyed by topic, partition, offset) and appends to
+``deliveries`` (not keyed), in one transaction, so the tests count repeats. Every half second the
+driver writes each stream's status to ``control/NAME.json``. Creating ``control/stop`` stops
+every stream gracefully; the driver then writes the final statuses and exits.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sqlite3
+import sys
+import threading
+import time
+from dataclasses import asdict
+from typing import Any
+
+from kafka_direct import KafkaUtils
+from kafka_direct.testing.local import local_spark
+
+#: Per stream: the schema of its first empty batch and of its first batch with rows.
+SCHEMAS: dict[str, dict[str, str]] = {}
+
+
+def _sink(
+    name: str, db: str, run: str, stall_after: int | None, slow_s: float, stop: threading.Event
+) -> Any:
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS records (topic TEXT, partition INTEGER, offset INTEGER, "
+            "value BLOB, PRIMARY KEY (topic, partition, offset))"
+        )
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS deliveries (run TEXT, batch INTEGER, topic TEXT, "
+            "partition INTEGER, offset INTEGER)"
+        )
+    batch = [0]
+
+    def fn(df: Any, ranges: Any) -> None:
+        rows = [
+            (r["topic"], r["partition"], r["offset"], r["value"])
+            for r in df.select("topic", "partition", "offset", "value").collect()
+        ]
+        SCHEMAS.setdefault(name, {}).setdefault(
+            "rows" if rows else "empty", df.schema.simpleString()
+        )
+        with sqlite3.connect(db) as conn:
+            conn.executemany("INSERT OR REPLACE INTO records VALUES (?, ?, ?, ?)", rows)
+            conn.executemany(
+                "INSERT INTO deliveries VALUES (?, ?, ?, ?, ?)",
+                [(run, batch[0], t, p, o) for t, p, o, _ in rows],
+            )
+            total = conn.execute("SELECT count(*) FROM records").fetchone()[0]
+        batch[0] += 1
+        if slow_s:
+            time.sleep(slow_s)
+        if stall_after is not None and total >= stall_after and rows:
+            logging.getLogger("receiver_driver").warning("stalling in batch %d", batch[0] - 1)
+            while not stop.is_set():  # written, never marked done: the test kills us here
+                time.sleep(0.1)
+
+    return fn
+
+
+def _status(name: str, stream: Any) -> dict[str, Any]:
+    error = stream.exception()
+    return {
+        "schemas": SCHEMAS.get(name, {}),
+        "batches": len(stream.batches),
+        "records": sum(b.num_records for b in stream.batches),
+        "blocks": sum(b.blocks for b in stream.batches),
+        "recovered_blocks": sum(b.recovered_blocks for b in stream.batches),
+        "paused_batches": sum(1 for b in stream.batches if b.paused_receivers),
+        "receivers": [asdict(s) for s in stream.receivers],
+        "restarts": stream.receiver_restarts,
+        "recovery": asdict(stream.recovery) if stream.recovery is not None else None,
+        "error": None if error is None else f"{type(error).__name__}: {error}",
+        "active": stream.isActive,
+        "wal_dir": stream.wal_dir,
+    }
+
+
+def _write(path: str, data: Any) -> None:
+    with open(path + ".part", "w", encoding="utf-8") as f:
+        json.dump(data, f)
+    os.replace(path + ".part", path)
+
+
+def main(spec_path: str, run: str) -> None:
+    logging.basicConfig(
+        level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s"
+    )
+    logging.getLogger("kafka_direct.dstream").setLevel(logging.INFO)
+    with open(spec_path, encoding="utf-8") as f:
+        spec = json.load(f)
+    control = spec["control"]
+    os.makedirs(control, exist_ok=True)
+    spark = local_spark(f"receiver-driver-{run}", cores=int(spec["cores"]))
+    logging.getLogger("receiver_driver").warning("Spark is up")
+    stop = threading.Event()
+
+    errors = []
+    for case in spec.get("start_errors", []):
+        try:
+            bad = KafkaUtils.createStream(spark, **case["kwargs"])
+            bad.foreachBatch(lambda df, ranges: None)
+            bad.start()
+            bad.stop()
+            errors.append({"name": case["name"], "type": None, "message": "started"})
+        except Exception as exc:  # noqa: BLE001 - recorded for the test to check
+            errors.append({"name": case["name"], "type": type(exc).__name__, "message": str(exc)})
+    if errors:
+        _write(os.path.join(control, "start_errors.json"), errors)
+
+    streams = {}
+    for s in spec["streams"]:
+        params = {
+            "bootstrap.servers": spec["bootstrap"],
+            "group.id": s["group"],
+            "auto.offset.reset": "earliest",
+            # Tansu's first join waits half the session timeout (BROKER.md's group notes).
+            "session.timeout.ms": "6000",
+            "heartbeat.interval.ms": "500",
+            **s.get("params", {}),
+        }
+        stream = KafkaUtils.createStream(
+            spark,
+            params,
+            [s["topic"]],
+            batchInterval=s.get("batch_interval", 0.5),
+            numReceivers=s["receivers"],
+            writeAheadLog=s["wal"],
+            walDir=s.get("wal_dir"),
+            maxPendingBlocks=s.get("max_pending_blocks"),
+            maxRatePerReceiver=s.get("max_rate"),
+        )
+        stream.foreachBatch(
+            _sink(s["name"], s["db"], run, s.get("stall_after"), float(s.get("slow_s", 0)), stop)
+        )
+        streams[s["name"]] = stream
+    for stream in streams.values():
+        stream.start()
+
+    stop_file = os.path.join(control, "stop")
+    while not os.path.exists(stop_file):
+        for name, stream in streams.items():
+            _write(os.path.join(control, f"{name}.json"), _status(name, stream))
+        time.sleep(0.5)
+    stop.set()
+    stoppers = [
+        threading.Thread(target=stream.stop, kwargs={"graceful": True})
+        for stream in streams.values()
+    ]
+    for t in stoppers:
+        t.start()
+    for t in stoppers:
+        t.join()
+    for name, stream in streams.items():
+        _write(os.path.join(control, f"{name}.json"), {**_status(name, stream), "final": True})
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
