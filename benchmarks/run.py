@@ -14,6 +14,12 @@ by side, in one run:
              options (one micro-batch), again into the ``noop`` sink, and with
              ``maxOffsetsPerTrigger`` (many micro-batches: the cost of one);
 - floor:     the batch query over a Python data source that reads nothing (Spark's own cost);
+- writes:    the same number of records written, in rounds of their own: a plain
+             confluent-kafka producer loop per partition with the sink's settings (the raw of
+             writing; again with librdkafka's defaults, shown only), the C write path without
+             Spark, a Spark writer that only counts, ``df.write.format("kafka_direct")`` (C and
+             Python paths) and a Kafka-to-Kafka stream; every topic read back and counted, and
+             the Python workers' memory over a large write;
 - fixed:     batch and stream queries over one record per partition (the cost of a query);
 - latency:   a producer at a fixed rate and a processing-time trigger: record timestamp to the
              moment ``foreachBatch`` on the driver holds the row;
@@ -45,10 +51,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from kafka_direct_bench.common import log
+from kafka_direct_bench.common import BenchmarkError, log
 from kafka_direct_bench.config import Config, parse_args
 from kafka_direct_bench.dataset import (
     create_topic,
+    delete_topics,
     new_topic,
     per_partition_counts,
     produce_dataset,
@@ -60,6 +67,7 @@ from kafka_direct_bench.raw import RawReaders
 from kafka_direct_bench.report import render, write_json
 from kafka_direct_bench.results import Results, machine_info, summarise
 from kafka_direct_bench.spark_reads import SparkReads
+from kafka_direct_bench.writes import Writes, run_writes
 
 
 @contextlib.contextmanager
@@ -67,10 +75,18 @@ def broker_for(config: Config) -> Iterator[str]:
     if config.bootstrap_servers:
         yield config.bootstrap_servers
         return
-    from kafka_direct.broker import EmbeddedBroker
+    from kafka_direct.testing.broker import EmbeddedBroker
 
     with EmbeddedBroker() as broker:
         yield broker.bootstrap_servers
+
+
+def measured(round_index: int, mode: str, measure: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """One mode of one round; a mode that fails says which it was."""
+    try:
+        return measure()
+    except Exception as exc:
+        raise BenchmarkError(f"round {round_index + 1}, mode {mode!r} failed: {exc}") from exc
 
 
 def run(config: Config, argv: list[str] | None = None) -> Results:
@@ -87,9 +103,11 @@ def run(config: Config, argv: list[str] | None = None) -> Results:
     # into raw's children would make Python's garbage collector slow raw's per-message loop.
     raw_arrow = RawReaders(config.partitions)
     spark: SparkReads | None = None
+    topics: list[str] = []  # the run's topics, deleted at the end from a cluster we did not start
     try:
         with broker_for(config) as bootstrap:
             topic = new_topic("data")
+            topics.append(topic)
             create_topic(bootstrap, topic, config.partitions)
             log(
                 f"producing {config.records:,} records of {config.size} B over "
@@ -124,10 +142,14 @@ def run(config: Config, argv: list[str] | None = None) -> Results:
                 }
                 # The order rotates between rounds, so no mode always runs first after a pause.
                 order = list(measure)[i % len(measure) :] + list(measure)[: i % len(measure)]
-                rnd = {mode: measure[mode]() for mode in order}
+                rnd = {mode: measured(i, mode, measure[mode]) for mode in order}
                 rnd = {mode: rnd[mode] for mode in measure}
                 results.rounds.append(rnd)
                 log("  " + "  ".join(f"{k} {v['rate']:,.0f}/s" for k, v in rnd.items()))
+
+            if "writes" not in config.skip:
+                writes = Writes(spark, raw, raw_arrow, config)
+                results.writes = run_writes(writes, topic, config)
 
             if "fixed" not in config.skip:
                 log("fixed cost per query: batch and stream reads of one record per partition")
@@ -162,6 +184,7 @@ def run(config: Config, argv: list[str] | None = None) -> Results:
                     f"{config.latency_seconds:g} s, {config.trigger_ms} ms trigger"
                 )
                 lat_topic = new_topic("lat")
+                topics.append(lat_topic)
                 create_topic(bootstrap, lat_topic, config.partitions)
                 results.latency = spark.latency(raw, lat_topic, config.partitions, config)
 
@@ -176,6 +199,8 @@ def run(config: Config, argv: list[str] | None = None) -> Results:
         raw.close()
         raw_arrow.close()
         shutil.rmtree(work_dir, ignore_errors=True)
+        if config.bootstrap_servers:
+            delete_topics(config.bootstrap_servers, topics)
     summarise(results, config, expected_bytes)
     results.seconds = time.time() - started
     return results
@@ -185,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     config = parse_args(argv)
     results = run(config, argv)
     print(render(results), flush=True)
+    for name, why in results.failures.items():
+        log(f"check FAILED: {name}: {why}")
     if config.json_path:
         write_json(results, config.json_path)
         log(f"wrote {config.json_path}")

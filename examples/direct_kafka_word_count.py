@@ -20,8 +20,8 @@ from typing import Any
 from pyspark.sql import functions as F
 
 from kafka_direct import ConsumerStrategies, KafkaUtils, LocationStrategies, OffsetRange
-from kafka_direct.broker import bootstrap_or_embedded, create_topic
-from kafka_direct.local import local_spark
+from kafka_direct.testing.broker import bootstrap_or_embedded, create_topic
+from kafka_direct.testing.local import local_spark
 
 
 def count_words(df: Any) -> dict[str, int]:
@@ -34,7 +34,7 @@ def count_words(df: Any) -> dict[str, int]:
 def _feed(bootstrap: str, topic: str, seconds: float) -> None:
     from confluent_kafka import Producer
 
-    from kafka_direct.wordcount import WORDS
+    from kafka_direct.testing.samples import WORDS
 
     producer = Producer({"bootstrap.servers": bootstrap})
     deadline = time.monotonic() + seconds

@@ -20,9 +20,9 @@ from typing import Any
 
 from pyspark.sql import functions as F
 
-from kafka_direct.broker import bootstrap_or_embedded, create_topic
-from kafka_direct.local import local_spark
 from kafka_direct.stores import SqlOffsetStore, exactly_once_foreach_batch, starting_offsets_json
+from kafka_direct.testing.broker import bootstrap_or_embedded, create_topic
+from kafka_direct.testing.local import local_spark
 
 GROUP = "exactly-once-wordcount"
 

@@ -18,8 +18,8 @@ from typing import Any
 
 from pyspark.sql import functions as F
 
-from kafka_direct.broker import bootstrap_or_embedded, create_topic
-from kafka_direct.local import local_spark
+from kafka_direct.testing.broker import bootstrap_or_embedded, create_topic
+from kafka_direct.testing.local import local_spark
 
 
 def windowed_counts(lines: Any) -> Any:

@@ -9,6 +9,10 @@ import sys
 import time
 
 
+class BenchmarkError(RuntimeError):
+    """A phase or mode of the run failed; the message names it."""
+
+
 def log(message: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 

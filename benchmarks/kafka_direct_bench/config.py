@@ -12,11 +12,15 @@ from dataclasses import dataclass
 from typing import Any
 
 DEFAULT_ARROW_BATCH = 20_000  # the source option arrowBatchSize's default
-PHASES = ("fixed", "many", "memory", "latency", "planning")  # optional phases, after the rounds
+# Optional phases: the writes (their rounds and their memory run), then the reads' phases.
+PHASES = ("writes", "write_memory", "fixed", "many", "memory", "latency", "planning")
 #: The modes of every round, in the table's order; ratios are to "raw". "raw_arrow" is the C
 #: extension alone, no Spark; "batch_python" is the batch read with fastPath.enabled=false: what
 #: the C fast path gains, measured in the same run.
 MODES = ("raw", "raw_arrow", "batch", "batch_python", "stream", "stream_noop", "floor")
+#: The write modes of every write round, in the table's order; ratios are to "raw" (a plain
+#: producer loop with the sink's settings). See kafka_direct_bench.writes.
+WRITE_MODES = ("raw", "raw_defaults", "native", "spark_floor", "batch", "batch_python", "stream")
 
 
 @dataclass

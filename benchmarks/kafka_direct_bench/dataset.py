@@ -2,7 +2,7 @@
 
 :func:`produce_dataset` writes N records of S random bytes (fixed seed) over P partitions and
 checks that the log ends are exact; :func:`new_topic` and :func:`create_topic` give every phase
-its own topic.
+its own topic, and :func:`delete_topics` removes them from a cluster the run did not start.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ import uuid
 from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
+
+from kafka_direct_bench.common import log
 
 
 def per_partition_counts(records: int, partitions: int) -> list[int]:
@@ -25,9 +27,23 @@ def new_topic(prefix: str) -> str:
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    from kafka_direct.broker import create_topic as create
+    from kafka_direct.testing.broker import create_topic as create
 
     create(bootstrap, topic, partitions=partitions)
+
+
+def delete_topics(bootstrap: str, topics: list[str]) -> None:
+    """Best effort: a run on a shared cluster leaves none of its topics behind."""
+    from confluent_kafka import KafkaException
+
+    from kafka_direct.errors import KafkaClientError
+    from kafka_direct.testing.broker import delete_topic
+
+    for topic in topics:
+        try:
+            delete_topic(bootstrap, topic)
+        except (KafkaClientError, KafkaException) as exc:
+            log(f"could not delete topic {topic}: {exc}")
 
 
 def produce_dataset(

@@ -1,7 +1,7 @@
 """The executors' per-task statistics. Runs in the benchmark process.
 
-When ``KAFKA_DIRECT_STATS_DIR`` is set, every read task of ``kafka_direct.executor`` appends one
-JSON line to ``<dir>/tasks-<pid>.jsonl``. :func:`task_stats` reads a topic's lines in a time
+When ``KAFKA_DIRECT_STATS_DIR`` is set, every read task of ``kafka_direct.consumer.read`` appends
+one JSON line to ``<dir>/tasks-<pid>.jsonl``. :func:`task_stats` reads a topic's lines in a time
 window, :func:`task_window` turns them into the in-task rate, and :func:`pool_summary` into the
 consumer pool's hits and creations per micro-batch.
 """

@@ -20,6 +20,12 @@ def floor_source() -> Any:
         DataSourceStreamReader,
         InputPartition,
     )
+    from pyspark.sql.streaming.datasource import (
+        ReadAllAvailable,
+        ReadLimit,
+        ReadMaxRows,
+        SupportsTriggerAvailableNow,
+    )
 
     class FloorReader(DataSourceReader):
         def __init__(self, counts: list[int], size: int, batch: int) -> None:
@@ -34,7 +40,7 @@ def floor_source() -> Any:
         def rows(self, p: int, n: int) -> Iterator[Any]:
             import pyarrow as pa
 
-            from kafka_direct.rows import ARROW_SCHEMA
+            from kafka_direct.consumer.rows import ARROW_SCHEMA
 
             rows = self.batch
             first = pa.RecordBatch.from_arrays(
@@ -53,25 +59,43 @@ def floor_source() -> Any:
                 yield first if n >= rows else first.slice(0, n)
                 n -= rows
 
-    class FloorStreamReader(DataSourceStreamReader):
-        """Endless micro-batches of ``counts`` rows per partition each: a streaming query's own
-        cost per micro-batch (checkpoint writes, planning, scheduling, the sink)."""
+    class FloorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+        """``micro_batches`` micro-batches of ``counts`` rows per partition each, then no more
+        data: a streaming query's own cost per micro-batch (checkpoint writes, planning,
+        scheduling, the sink).
 
-        def __init__(self, batch_reader: FloorReader) -> None:
+        Like the Kafka read it is compared with (``maxOffsetsPerTrigger`` under
+        ``Trigger.AvailableNow``), the query reads one micro-batch per trigger and ends by
+        itself once it has read them all. It is never stopped from outside: ``query.stop()``
+        during ``foreachBatch`` kills Spark's stream thread (see ``spark_reads``)."""
+
+        def __init__(self, batch_reader: FloorReader, micro_batches: int) -> None:
             self.batch_reader = batch_reader
+            self.micro_batches = micro_batches
 
         def initialOffset(self) -> dict[str, int]:
             return {"batch": 0}
 
-        def latestOffset(self) -> dict[str, int]:
-            self.next = getattr(self, "next", 0) + 1
-            return {"batch": self.next}
+        def getDefaultReadLimit(self) -> ReadLimit:
+            return ReadMaxRows(sum(self.batch_reader.counts))  # one micro-batch per trigger
+
+        def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
+            if isinstance(limit, ReadAllAvailable):
+                return {"batch": self.micro_batches}
+            return {"batch": min(start["batch"] + 1, self.micro_batches)}
+
+        def prepareForTriggerAvailableNow(self) -> None:
+            pass  # the end is fixed from the start: micro-batch ``micro_batches``
 
         def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
-            return self.batch_reader.partitions()
+            batches = end["batch"] - start["batch"]
+            return [
+                InputPartition((p, n * batches)) for p, n in enumerate(self.batch_reader.counts)
+            ]
 
         def read(self, partition: InputPartition) -> Iterator[Any]:
-            return self.batch_reader.read(partition)
+            p, n = partition.value
+            return self.batch_reader.rows(p, n)
 
         def commit(self, end: dict[str, int]) -> None:
             pass
@@ -82,7 +106,7 @@ def floor_source() -> Any:
             return "kafka_direct_bench_floor"
 
         def schema(self) -> str:
-            from kafka_direct.rows import schema_ddl
+            from kafka_direct.consumer.rows import schema_ddl
 
             return schema_ddl(False)
 
@@ -91,6 +115,7 @@ def floor_source() -> Any:
             return FloorReader(counts, int(self.options["size"]), int(self.options["batch"]))
 
         def streamReader(self, schema: Any) -> DataSourceStreamReader:
-            return FloorStreamReader(self.reader(schema))  # type: ignore[arg-type]
+            micro_batches = int(self.options.get("micro_batches", "1"))
+            return FloorStreamReader(self.reader(schema), micro_batches)  # type: ignore[arg-type]
 
     return FloorSource

@@ -9,9 +9,9 @@ from typing import Any
 
 from confluent_kafka import Producer
 
-from kafka_direct_bench.common import median
+from kafka_direct_bench.common import BenchmarkError, median
 from kafka_direct_bench.config import Config
-from kafka_direct_bench.dataset import create_topic, new_topic
+from kafka_direct_bench.dataset import create_topic, delete_topics, new_topic
 from kafka_direct_bench.executor_stats import task_stats
 from kafka_direct_bench.procstats import RssSampler, python_worker_pids, rss_mb
 from kafka_direct_bench.spark_reads import SparkReads
@@ -71,12 +71,26 @@ def fixed_costs(spark: SparkReads, bootstrap: str, partitions: int, repeats: int
     costs in Spark regardless of how much it reads (planning, scheduling, checkpoints)."""
     topic = new_topic("tiny")
     create_topic(bootstrap, topic, partitions)
+    errors: list[str] = []
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is not None:
+            errors.append(str(err))
+
     producer = Producer({"bootstrap.servers": bootstrap})
     for p in range(partitions):
-        producer.produce(topic, b"x", partition=p)
-        producer.flush(30)  # one record per batch: the embedded broker's log end is exact
-    batch = [spark.batch(topic) for _ in range(repeats)]
-    stream = [spark.stream(topic) for _ in range(repeats)]
+        producer.produce(topic, b"x", partition=p, on_delivery=on_delivery)
+        # One record per batch: the embedded broker's log end is exact.
+        if producer.flush(60) or errors:
+            raise BenchmarkError(
+                f"fixed cost: producing one record to {topic}-{p} failed: "
+                f"{errors[:1] or 'not delivered within 60 s'}"
+            )
+    try:
+        batch = [spark.batch(topic) for _ in range(repeats)]
+        stream = [spark.stream(topic) for _ in range(repeats)]
+    finally:
+        delete_topics(bootstrap, [topic])
     return {
         "batch_wall_s": median([r["wall_s"] for r in batch]),
         "stream_wall_s": median([r["wall_s"] for r in stream]),

@@ -2,7 +2,8 @@
 RSS sampler in a thread of it).
 
 :func:`cpu_snapshot` and :func:`cpu_used` attribute the CPU used by this process and every
-descendant to a role: the broker, the JVM, Spark's Python workers, the raw readers, this driver.
+descendant to a role: the broker, the JVM, Spark's Python workers, the raw children (readers
+and writers), this driver.
 :class:`RssSampler` samples the RSS of Spark's Python workers (:func:`python_worker_pids`).
 Linux only.
 """
@@ -69,7 +70,7 @@ def _cpu_group(pid: int, cmd: bytes) -> str:
     if b"pyspark" in cmd:
         return "python_workers"
     if b"multiprocessing" in cmd:
-        return "raw_readers"
+        return "raw_children"
     return "other"
 
 
@@ -78,7 +79,7 @@ Snapshot = dict[int, tuple[str, float, float]]
 
 def cpu_snapshot() -> Snapshot:
     """Per process (this one and every descendant): its role (the broker, the JVM, Spark's
-    Python workers, the raw readers, this driver), its own CPU seconds (user + system), and the
+    Python workers, the raw children, this driver), its own CPU seconds (user + system), and the
     CPU seconds of its children that have exited and been reaped."""
     kids = _children()
     out: Snapshot = {}
@@ -117,7 +118,11 @@ def cpu_used(before: Snapshot, rows: int) -> dict[str, Any]:
     return {
         "cpu_s": {k: round(v, 3) for k, v in by_role.items() if abs(v) >= 0.005},
         "cpu_total_s": total,
-        "cpu_us_per_record": total / rows * 1e6 if rows else None,
+        # None when nothing was read (the rows check fails), and when the processes used less
+        # than /proc counts: it counts whole clock ticks (10 ms) per process, and a small read
+        # (--quick, with the broker not a child of this process) can use less than one tick in
+        # every process. Zero is "too little to measure", never a figure to divide by.
+        "cpu_us_per_record": total / rows * 1e6 if rows and total > 0 else None,
     }
 
 

@@ -25,11 +25,13 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kafka_direct_bench.procstats import cpu_snapshot, cpu_used
 
+DELIVERY_TIMEOUT_S = 120.0  # a hang guard for the latency producer's flushes, not a deadline
+
 
 def raw_consumer_config(bootstrap: str) -> dict[str, str]:
     """The executors' librdkafka settings (same fetch tunables), for a plain consumer: the ratio
     then measures what Spark and the source add, not a difference in client configuration."""
-    from kafka_direct.settings import executor_consumer_config
+    from kafka_direct.config.clients import executor_consumer_config
 
     config = executor_consumer_config(
         {"bootstrap.servers": bootstrap},
@@ -66,7 +68,7 @@ def arrow_read_partition(task: tuple[dict[str, str], str, int, int, int, int]) -
     their value lengths computed over the column. Runs in a child."""
     import pyarrow.compute as pc
 
-    from kafka_direct.native import NativeConsumer
+    from kafka_direct.consumer.native import NativeConsumer
 
     config, topic, partition, start, until, batch = task
     t0 = time.time()
@@ -92,12 +94,29 @@ def arrow_read_partition(task: tuple[dict[str, str], str, int, int, int, int]) -
 
 
 def paced_producer(task: tuple[str, str, int, int, float, int, int]) -> dict[str, Any]:
-    """The latency run's producer: ``rate`` records/s for ``seconds``, in 10 ms ticks. Child."""
+    """The latency run's producer: ``rate`` records/s for ``seconds``, in 10 ms ticks. Child.
+
+    It reports the records the broker acknowledged, and fails unless every one was: the
+    latency check compares the rows the query saw with this count."""
     bootstrap, topic, partitions, rate, seconds, size, seed = task
     value = random.Random(seed).randbytes(size)
     producer = Producer(
         {"bootstrap.servers": bootstrap, "linger.ms": "5", "client.id": "kafka-direct-bench-lat"}
     )
+    errors: list[str] = []
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is not None:
+            errors.append(str(err))
+
+    def produce(partition: int) -> None:
+        while True:
+            try:
+                producer.produce(topic, value, partition=partition, on_delivery=on_delivery)
+                return
+            except BufferError:  # the local queue is full: let the broker catch up
+                producer.poll(0.05)
+
     tick = 0.01
     per_tick = max(1, round(rate * tick))
     sent = 0
@@ -106,25 +125,31 @@ def paced_producer(task: tuple[str, str, int, int, float, int, int]) -> dict[str
     next_tick = start
     while next_tick < deadline:
         for _ in range(per_tick):
-            producer.produce(topic, value, partition=sent % partitions)
+            produce(sent % partitions)
             sent += 1
         producer.poll(0)
         next_tick += tick
         pause = next_tick - time.monotonic()
         if pause > 0:
             time.sleep(pause)
-    producer.flush(30)
+    undelivered = producer.flush(DELIVERY_TIMEOUT_S)
     # The embedded broker's log end lags by one record batch (BROKER.md): a lone final record
     # per partition makes every record above visible.
     for p in range(partitions):
-        producer.produce(topic, value, partition=p)
+        produce(p)
         sent += 1
-        producer.flush(30)
+        undelivered = producer.flush(DELIVERY_TIMEOUT_S)  # all still queued: the last counts
+    if undelivered or errors:
+        raise RuntimeError(
+            f"latency producer: {undelivered} of {sent:,} records not delivered within "
+            f"{DELIVERY_TIMEOUT_S:g} s; errors: {errors[:3]}"
+        )
     return {"sent": sent, "seconds": time.monotonic() - start}
 
 
 class RawReaders:
-    """A pool of P warm child processes (spawned once, before Spark starts)."""
+    """A pool of P warm child processes (spawned once, before Spark starts): the raw readers,
+    and the write baselines (:meth:`map`)."""
 
     def __init__(self, processes: int) -> None:
         self._pool = multiprocessing.get_context("spawn").Pool(processes)
@@ -150,8 +175,13 @@ class RawReaders:
             "wall_s": wall,
             "rate": rows / wall,
             "task_window_s": window,
-            "task_rate": rows / window,
+            "task_rate": rows / window if window > 0 else None,
         }
+
+    def map(self, function: Any, tasks: list[Any]) -> list[Any]:
+        """``function`` over ``tasks``, one task per child (the write baselines of
+        :mod:`~kafka_direct_bench.write_children`)."""
+        return self._pool.map(function, tasks, chunksize=1)
 
     def produce_paced(self, task: tuple[str, str, int, int, float, int, int]) -> Any:
         return self._pool.apply_async(paced_producer, (task,))

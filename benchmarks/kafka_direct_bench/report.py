@@ -11,12 +11,18 @@ from typing import Any
 
 from kafka_direct_bench.config import MODES
 from kafka_direct_bench.results import Results
+from kafka_direct_bench.write_summary import render_writes
 
 
-def _fmt(value: Any, spec: str = ",.0f") -> str:
+def _fmt(value: Any, spec: str = ",.0f", missing: str = "-") -> str:
     if value is None or (isinstance(value, float) and value != value):
-        return "-"
+        return missing
     return format(value, spec)
+
+
+def _cpu(value: Any, spec: str = ".2f") -> str:
+    """A CPU figure, or n/a: too little CPU to measure (see procstats.cpu_used)."""
+    return _fmt(value, spec, "n/a")
 
 
 def render(results: Results) -> str:
@@ -27,7 +33,7 @@ def render(results: Results) -> str:
         f"{c['partitions']} partitions, {c['rounds']} round(s){' (quick)' if c['quick'] else ''}",
         f"machine: {m['cpu']}, {m['cores']} cores, {m['memory_gb']} GB; "
         + ", ".join(f"{k} {v}" for k, v in m["versions"].items()),
-        f"read path: {m['read_path']}",
+        f"read path: {m['read_path']}; write path: {m.get('write_path', 'n/a')}",
         f"command: {results.command}",
         "",
         f"{'mode':<34}{'records/s':>12}{'x raw':>8}{'in-task/s':>12}{'x raw':>8}"
@@ -38,7 +44,8 @@ def render(results: Results) -> str:
     lines.append(
         f"{'raw confluent-kafka (P processes)':<34}{_fmt(raw['rate']):>12}{'1.00':>8}"
         f"{_fmt(raw['task_rate']):>12}{'1.00':>8}"
-        f"{_fmt(raw['cpu_us_per_record'], '.2f'):>12}{'1.00':>8}"
+        f"{_cpu(raw['cpu_us_per_record']):>12}"
+        f"{'1.00' if raw['cpu_us_per_record'] is not None else 'n/a':>8}"
     )
     for label, key in (
         ("raw librdkafka -> Arrow, no Spark", "raw_arrow"),
@@ -52,7 +59,7 @@ def render(results: Results) -> str:
         lines.append(
             f"{label:<34}{_fmt(row['rate']):>12}{_fmt(row['ratio'], '.2f'):>8}"
             f"{_fmt(row['task_rate']):>12}{_fmt(row['task_ratio'], '.2f'):>8}"
-            f"{_fmt(row['cpu_us_per_record'], '.2f'):>12}{_fmt(row['cpu_ratio'], '.2f'):>8}"
+            f"{_cpu(row['cpu_us_per_record']):>12}{_cpu(row['cpu_ratio']):>8}"
         )
     for label, key in (("  foreachBatch, Spark trigger time", "stream"),
                        ("  noop sink, Spark trigger time", "stream_noop")):  # fmt: skip
@@ -60,9 +67,14 @@ def render(results: Results) -> str:
             f"{label:<34}{_fmt(s[key]['trigger_rate']):>12}"
             f"{_fmt(s[key]['trigger_ratio'], '.2f'):>8}"
         )
+    if any(s[m]["cpu_us_per_record"] is None or s[m].get("cpu_ratio", 1) is None for m in modes):
+        lines.append(
+            "CPU n/a: a mode read nothing (see the checks), or used too little CPU to measure: "
+            "/proc counts whole 10 ms ticks per process"
+        )
     best = ", ".join(
-        f"{mode} {s[mode]['best_rate']:,.0f}/s"
-        + ("" if mode == "raw" else f" ({s[mode]['best_rate'] / s['raw']['best_rate']:.2f})")
+        f"{mode} {_fmt(s[mode]['best_rate'])}/s"
+        + ("" if mode == "raw" else f" ({_fmt(s[mode]['best_ratio'], '.2f')})")
         for mode in modes
     )
     mb = s.get("many_batches")
@@ -132,7 +144,9 @@ def render(results: Results) -> str:
             f"{plan['list_offsets_per_trigger']} list_offsets call(s) per trigger "
             f"for {plan['partitions_per_list_offsets']} partitions; requests per trigger: "
             + ", ".join(f"{k} {v}" for k, v in sorted(plan["requests_per_trigger"].items()))
+            + f" (list_offsets: {', '.join(plan.get('list_offsets_of_last_trigger', []))})"
         )
+    lines += render_writes(results.writes, c)
     lines.append("")
     lines.append(
         "CPU seconds per mode (median round), by process: "
@@ -147,6 +161,7 @@ def render(results: Results) -> str:
         "",
         f"checks: {len(results.checks) - len(failed)}/{len(results.checks)} passed"
         + (f"; FAILED: {', '.join(failed)}" if failed else ""),
+        *(f"  {name}: {results.failures.get(name, 'failed')}" for name in failed),
         f"total time {results.seconds:.0f} s",
     ]
     return "\n".join(lines)

@@ -14,7 +14,7 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -45,12 +45,66 @@ def _progress_list(query: Any) -> list[dict[str, Any]]:
     return out
 
 
+#: How long a wait on a streaming query may go without progress (no new record, no new
+#: micro-batch) before it gives up. Only a stall ends a wait: a slow machine does not.
+PATIENCE_S = 120.0
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _query_error(query: Any) -> str | None:
+    """The error a streaming query died with, or None while it runs (or ended cleanly)."""
+    if query.isActive:
+        return None
+    failure = query.exception()
+    return None if failure is None else _first_line(failure)
+
+
+def _wait_while(query: Any, condition: Callable[[], bool], progress: Callable[[], int]) -> None:
+    """Wait while ``condition()`` holds and the query is active, as long as ``progress()``
+    keeps changing at least every :data:`PATIENCE_S`."""
+    last, changed = progress(), time.monotonic()
+    while condition() and query.isActive:
+        now = progress()
+        if now != last:
+            last, changed = now, time.monotonic()
+        elif time.monotonic() - changed > PATIENCE_S:
+            return
+        time.sleep(0.05)
+
+
+def stop_between_batches(query: Any, last_batch: int) -> None:
+    """Stop a processing-time query once micro-batch ``last_batch`` has ended (its progress is
+    reported), never while ``foreachBatch`` runs.
+
+    ``query.stop()`` cancels the query's jobs and interrupts its thread. If ``foreachBatch`` is
+    in a Spark job at that moment, the job fails in Python with a ``Py4JJavaError`` that holds
+    the JVM's whole stack trace, and returns to the JVM as a ``py4j.Py4JException``. Spark then
+    asks whether that was the stop (``StreamExecution.isInterruptionException``) by matching its
+    message against ``PROXY_ERROR``, ``An error occurred while calling((.|\\r\\n|\\r|\\n)*)(...)``:
+    a backtracking group that recurses once per character, so a message of a few thousand
+    characters overflows the stack. The stream thread dies with a ``StackOverflowError``
+    (``Pattern$Loop.match`` frames), the Python workers of the cancelled tasks log
+    ``BrokenPipeError``, and ``query.exception()`` stays None.
+    """
+    if last_batch >= 0:
+        _wait_while(
+            query,
+            lambda: all(p["batchId"] < last_batch for p in _progress_list(query)),
+            lambda: len(query.recentProgress),
+        )
+    query.stop()
+
+
 class SparkReads:
     """The Spark side: one local session, with the executors' statistics directory."""
 
     def __init__(self, bootstrap: str, stats_dir: Path, work_dir: Path, arrow_batch: int) -> None:
         os.environ[STATS_DIR_ENV] = str(stats_dir)  # inherited by the JVM and its Python workers
-        from kafka_direct.local import local_spark
+        from kafka_direct.testing.local import local_spark
 
         self.spark = local_spark(
             "kafka_direct-bench", conf={f"spark.executorEnv.{STATS_DIR_ENV}": str(stats_dir)}
@@ -136,15 +190,18 @@ class SparkReads:
 
         latencies: list[float] = []
         rows_seen = [0]
+        last_batch = [-1]  # the last micro-batch that held rows
         lock = threading.Lock()
 
-        def each(df: Any, _batch_id: int) -> None:
+        def each(df: Any, batch_id: int) -> None:
             table = df.select(F.unix_micros("timestamp").alias("ts")).toArrow()
             now_ms = time.time() * 1000.0
             stamps = table.column("ts").to_pylist()
             with lock:
                 latencies.extend(now_ms - ts / 1000.0 for ts in stamps)
                 rows_seen[0] += len(stamps)
+                if stamps:
+                    last_batch[0] = max(last_batch[0], batch_id)
 
         checkpoint = self.work_dir / f"ckpt-lat-{uuid.uuid4().hex[:8]}"
         query = (
@@ -158,9 +215,7 @@ class SparkReads:
         )
         try:
             # Batch 0 of a "latest" query pins the start; produce only once it has.
-            deadline = time.time() + 120
-            while not query.recentProgress and time.time() < deadline:
-                time.sleep(0.05)
+            _wait_while(query, lambda: not query.recentProgress, lambda: 0)
             task = (
                 self.bootstrap,
                 topic,
@@ -170,12 +225,13 @@ class SparkReads:
                 config.size,
                 config.seed,
             )
-            produced = raw.produce_paced(task).get(timeout=config.latency_seconds + 120)
-            deadline = time.time() + 60
-            while rows_seen[0] < produced["sent"] and time.time() < deadline:
-                time.sleep(0.05)
+            produced = raw.produce_paced(task).get(timeout=config.latency_seconds + 3 * PATIENCE_S)
+            # Every record, however slowly they come: the wait ends early only if the query
+            # dies or no new record arrives for PATIENCE_S.
+            _wait_while(query, lambda: rows_seen[0] < produced["sent"], lambda: rows_seen[0])
+            error = _query_error(query)
         finally:
-            query.stop()
+            stop_between_batches(query, last_batch[0])
             shutil.rmtree(checkpoint, ignore_errors=True)
         values = sorted(latencies)
         return {
@@ -187,6 +243,7 @@ class SparkReads:
             "p95_ms": percentile(values, 95),
             "p99_ms": percentile(values, 99),
             "max_ms": values[-1] if values else None,
+            "error": error,
         }
 
     def floor(self, counts: list[int], size: int) -> dict[str, Any]:
@@ -207,15 +264,21 @@ class SparkReads:
 
     def floor_stream(self, counts: list[int], size: int, micro_batches: int) -> dict[str, Any]:
         """The no-Kafka source as a stream into the same ``foreachBatch`` as :meth:`stream`,
-        ``counts`` rows per partition per micro-batch, until ``micro_batches`` have run: what
-        a micro-batch costs in Spark whatever the source."""
+        ``counts`` rows per partition per micro-batch, ``micro_batches`` of them: what a
+        micro-batch costs in Spark whatever the source.
+
+        Like the Kafka run it is compared with, it runs under ``Trigger.AvailableNow`` and ends
+        by itself (the source stops after ``micro_batches``). It used to be an endless
+        processing-time query stopped from here, and :func:`stop_between_batches` says why
+        that killed Spark's stream thread now and then."""
+        from pyspark.errors import StreamingQueryException
         from pyspark.sql import functions as F
 
         def each(df: Any, _batch_id: int) -> None:
             df.agg(F.count(F.lit(1)).alias("n"), F.sum(F.length("value")).alias("b")).collect()
 
         options = {"counts": ",".join(map(str, counts)), "size": str(size),
-                   "batch": str(self.arrow_batch)}  # fmt: skip
+                   "batch": str(self.arrow_batch), "micro_batches": str(micro_batches)}  # fmt: skip
         checkpoint = self.work_dir / f"ckpt-floor-{uuid.uuid4().hex[:8]}"
         query = (
             self.spark.readStream.format("kafka_direct_bench_floor")
@@ -223,22 +286,17 @@ class SparkReads:
             .load()
             .writeStream.foreachBatch(each)
             .option("checkpointLocation", str(checkpoint))
-            .trigger(processingTime="0 seconds")
+            .trigger(availableNow=True)
             .start()
         )
+        error = None
         try:
-            while len(query.recentProgress) < micro_batches and query.isActive:
-                time.sleep(0.05)
-            failure = query.exception()  # a query that died is a failed check, not a figure
-        finally:
-            query.stop()
-        progress = [p for p in _progress_list(query) if p["numInputRows"]][:micro_batches]
+            query.awaitTermination()
+        except StreamingQueryException as exc:  # a query that died is a failed check
+            error = _first_line(exc)
+        progress = [p for p in _progress_list(query) if p["numInputRows"]]
         shutil.rmtree(checkpoint, ignore_errors=True)
-        return {
-            "micro_batches": len(progress),
-            "progress": progress,
-            "error": None if failure is None else str(failure),
-        }
+        return {"micro_batches": len(progress), "progress": progress, "error": error}
 
     def stop(self) -> None:
         self.spark.stop()
