@@ -34,7 +34,8 @@ that pickles a planner must drop its live reader first.
 Faults, as ``AdminOffsetReader`` reports them: ``cluster.unavailable[tp] = reason`` makes every
 offset lookup that includes ``tp`` raise :class:`OffsetsUnavailableError` with the other
 partitions' answers; ``cluster.down = True`` makes every call fail with a retriable
-:class:`KafkaClientError`, as a cluster that does not answer at all.
+:class:`KafkaClientError`, as a cluster that does not answer at all; ``cluster.metadata_down =
+True`` does that to partition discovery alone (a metadata request sent to a slow broker).
 """
 
 from __future__ import annotations
@@ -74,6 +75,8 @@ class FakeCluster:
         self.unavailable: dict[TopicPartition, str] = {}
         #: True: the whole cluster does not answer.
         self.down = False
+        #: True: metadata requests (partition discovery) get no answer; offset lookups do.
+        self.metadata_down = False
         #: Topics' message.timestamp.type where it is not CreateTime: topic → "LogAppendTime".
         self.timestamp_types: dict[str, str] = {}
 
@@ -200,6 +203,12 @@ class FakeOffsetReader:
 
     def partitions(self, strategy: Subscription) -> set[TopicPartition]:
         self._record("partitions", strategy)
+        if self.cluster.metadata_down:
+            raise KafkaClientError(
+                "Fetching topic metadata: Local: Timed out (_TIMED_OUT)",
+                code="_TIMED_OUT",
+                retriable=True,
+            )
         existing = self.cluster.topic_partitions()
         if strategy.kind == "subscribe":
             return {tp for tp in existing if tp.topic in strategy.topics}

@@ -84,7 +84,9 @@ class DirectStreamPlanner:
         strategy = self.strategy
 
         def resolve() -> PartitionOffsets:
-            tps = sorted(self.reader.partitions(strategy.subscription))
+            tps = sorted(
+                self._patience.partitions(lambda: self.reader.partitions(strategy.subscription))
+            )
             stored = self._load_stored(tps) if tps else {}
             given = {tp: off for tp, off in strategy.offsets.items() if tp in set(tps)}
             start = resolve_known(
@@ -121,7 +123,9 @@ class DirectStreamPlanner:
     ) -> list[OffsetRange]:
         """The next batch's ranges, one per partition (empty ones included), from ``current``."""
         try:
-            tps = self.reader.partitions(self.strategy.subscription)
+            tps = self._patience.partitions(
+                lambda: self.reader.partitions(self.strategy.subscription)
+            )
             latest, missing = _answered(lambda: self.reader.latest(tps, known=current))
             earliest, missing_first = _answered(lambda: self.reader.earliest(tps))
         except KafkaClientError as exc:

@@ -129,9 +129,11 @@ class StreamPlanner:
             # Once running, an assigned partition that vanished is data loss (failOnDataLoss
             # decides, in plan_ranges), not a reason to fail every trigger as an unknown topic.
             topics = tuple(sorted({tp.topic for tp in strategy.partitions}))
-            existing = self.reader.partitions(Subscription("subscribe", topics=topics))
+            existing = self._patience.partitions(
+                lambda: self.reader.partitions(Subscription("subscribe", topics=topics))
+            )
             return existing & set(strategy.partitions)
-        tps = self.reader.partitions(strategy)
+        tps = self._patience.partitions(lambda: self.reader.partitions(strategy))
         if not tps:
             # Spark asks again at once when a trigger finds nothing: say it once a minute.
             self._quiet.log(

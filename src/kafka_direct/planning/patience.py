@@ -11,7 +11,11 @@ between the two, like Flink's Kafka source:
 - with no answer at all, the trigger plans nothing and the next trigger asks again;
 - a warning says so, at most every :data:`WARN_EVERY_S` seconds, with the cause;
 - only when a partition, or the whole cluster, has given no offsets for
-  ``fetchOffset.unavailableTimeout`` does the stream fail, naming the option.
+  ``fetchOffset.unavailableTimeout`` does the stream fail, naming the option;
+- a trigger whose partition discovery (a metadata request) gets no answer plans the partitions
+  of the last answer (:meth:`OffsetPatience.partitions`). librdkafka sends metadata requests to
+  the broker it used last, which under a slow broker is the slow one, again and again: without
+  this, one slow broker stopped every partition, not only the ones it leads.
 
 :meth:`OffsetPatience.wait_for` is the blocking form, for lookups a batch cannot be planned
 without (a new partition's earliest offset while the batch is already in Spark's offset log).
@@ -61,12 +65,14 @@ class OffsetPatience:
         self._limiter = RepeatLimiter(WARN_EVERY_S, clock_s)
         self._outage_since: float | None = None
         self._partitions_since: dict[TopicPartition, float] = {}
+        self._known: set[TopicPartition] | None = None
 
     def __getstate__(self) -> dict[str, object]:
         # The stream reader is pickled to executors; its waiting state belongs to the driver.
         state = self.__dict__.copy()
         state["_outage_since"] = None
         state["_partitions_since"] = {}
+        state["_known"] = None
         return state
 
     # -- one trigger at a time -----------------------------------------------------------------
@@ -151,6 +157,33 @@ class OffsetPatience:
             self.timeout_s,
             exc,
         )
+
+    def partitions(self, discover: Callable[[], set[TopicPartition]]) -> set[TopicPartition]:
+        """``discover()``'s partitions; when it fails with a retriable error after an earlier
+        answer, that answer (new partitions then wait for a later trigger).
+
+        Raises the error when there is no earlier answer, when it is not retriable, or when a
+        topic is missing. The offsets asked for next decide whether the cluster is out.
+        """
+        try:
+            found = discover()
+        except TopicNotFoundError:
+            raise
+        except KafkaClientError as exc:
+            if not exc.retriable or self._known is None:
+                raise
+            self._limiter.log(
+                log,
+                logging.WARNING,
+                "discovery",
+                "%s: could not list the partitions (%s); planning the %d known so far",
+                self._what,
+                exc,
+                len(self._known),
+            )
+            return set(self._known)
+        self._known = set(found)
+        return found
 
     # -- blocking ------------------------------------------------------------------------------
 

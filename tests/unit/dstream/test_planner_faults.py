@@ -50,6 +50,16 @@ def test_a_partition_without_an_answer_keeps_its_position_and_is_not_data_loss(
     assert p.plan({T0: 4, T1: 20}) == [OffsetRange("t", 0, 4, 10), OffsetRange("t", 1, 20, 20)]
 
 
+def test_a_metadata_request_without_an_answer_plans_the_known_partitions(
+    cluster: FakeCluster,
+) -> None:
+    p = planner(cluster, Clock())
+    assert p.initial_offsets() == {T0: 0, T1: 0}
+    cluster.unavailable[T0] = SLOW
+    cluster.metadata_down = True
+    assert p.plan({T0: 4, T1: 5}) == [OffsetRange("t", 0, 4, 4), OffsetRange("t", 1, 5, 20)]
+
+
 def test_no_answer_at_all_gives_an_empty_batch_until_the_bound(cluster: FakeCluster) -> None:
     clock = Clock()
     p = planner(cluster, clock, timeout_ms=10_000)

@@ -90,6 +90,42 @@ def test_regression_slow_broker_bricks_checkpoint_unavailable_partition_does_not
     assert q.trigger() == [("t-0", 5, 8)]  # nothing lost, nothing read twice
 
 
+def test_regression_slow_broker_stopped_every_partition_discovery_uses_the_last_answer(
+    two: FakeCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    """librdkafka sends each metadata request to the broker it used last: under a slow broker,
+    discovery timed out at every trigger and no partition advanced, not only the slow one's."""
+    clock = Clock()
+    q = patient(two, {"subscribe": "t", "startingOffsets": "earliest"}, clock)
+    assert q.trigger() == [("t-0", 0, 5), ("t-1", 0, 5)]
+    two.append("t", 0, 3)
+    two.append("t", 1, 3)
+    two.unavailable[T0] = SLOW
+    two.metadata_down = True
+    with caplog.at_level(logging.WARNING, logger="kafka_direct.planning.patience"):
+        assert q.trigger() == [("t-1", 5, 8)]
+        two.append("t", 1, 2)
+        assert q.trigger() == [("t-1", 8, 10)]
+    said = [r.getMessage() for r in caplog.records]
+    warned = [m for m in said if "could not list the partitions" in m]
+    assert len(warned) == 1 and "planning the 2 known so far" in warned[0]
+    two.metadata_down = False
+    del two.unavailable[T0]
+    two.add_partitions("t")  # a partition added while discovery was out
+    two.append("t", 2, 4)
+    assert q.trigger() == [("t-0", 5, 8), ("t-2", 0, 4)]
+
+
+def test_discovery_without_an_earlier_answer_is_an_outage(two: FakeCluster) -> None:
+    clock = Clock()
+    q = patient(two, {"subscribe": "t", "startingOffsets": "earliest"}, clock)
+    q.start = {T0: 0, T1: 0}  # a restart: batch 0 is in the checkpoint, discovery never answered
+    two.metadata_down = True
+    assert q.trigger() is None
+    two.metadata_down = False
+    assert q.trigger() == [("t-0", 0, 5), ("t-1", 0, 5)]
+
+
 def test_a_partition_unavailable_longer_than_the_bound_fails_the_stream(two: FakeCluster) -> None:
     clock = Clock()
     q = patient(two, {"subscribe": "t", "fetchOffset.unavailableTimeout": "2m"}, clock)
