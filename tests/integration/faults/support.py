@@ -268,11 +268,20 @@ def leaders(bootstrap: str, topic: str) -> dict[int, int]:
     return {p: int(m.leader) for p, m in metadata.topics[topic].partitions.items()}
 
 
-def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+def wait_until(
+    condition: Callable[[], bool],
+    timeout_s: float,
+    what: str,
+    *,
+    explain: Callable[[], str] | None = None,
+) -> None:
+    """Polls ``condition`` until it holds; on time-out, fails with ``explain()``'s account of what
+    was seen instead, so that a failure in CI can be read without re-running it."""
     deadline = time.monotonic() + timeout_s
     while not condition():
         if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
+            seen = f"; seen: {explain()}" if explain is not None else ""
+            raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}{seen}")
         time.sleep(0.1)
 
 

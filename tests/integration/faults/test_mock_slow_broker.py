@@ -40,6 +40,11 @@ def _ends(log: dict[int, dict[str, dict[str, int]]], batch: int, topic: str) -> 
     return {int(p): off for p, off in log[batch][topic].items()}
 
 
+def _describe(log: dict[int, dict[str, dict[str, int]]], topic: str, before: int) -> str:
+    """The offset log's batches from ``before`` on, one ``id: {partition: end}`` each."""
+    return ", ".join(f"{b}: {_ends(log, b, topic)}" for b in sorted(log) if b >= before)
+
+
 def test_regression_slow_broker_bricks_checkpoint_never_writes_a_negative_offset(
     mock_cluster, mock_topics, mock_stream, queries, tmp_path
 ):
@@ -74,7 +79,12 @@ def test_regression_slow_broker_bricks_checkpoint_never_writes_a_negative_offset
             # One trigger waits one request timeout (30 s), then plans the other partitions. A
             # trigger whose metadata request went to the slow broker waits one timeout more and
             # plans nothing (no valid answer at all), so allow a few of those.
-            wait_until(healthy_partitions_advanced_alone, 180, "a batch planned under the fault")
+            wait_until(
+                healthy_partitions_advanced_alone,
+                180,
+                "a batch planned under the fault",
+                explain=lambda: _describe(read_offset_log(checkpoint), topic, before),
+            )
             mock_cluster.set_rtt(slow, 0)
             wait_until(lambda: len(sink.rows) > 200, 90, "records read after the fault")
         feeder.stop()
