@@ -10,7 +10,10 @@ reading the same topic-partition with the same configuration. The rules are thos
   consumer, since the failure may come from its state: it is closed now if idle, or by its holder's
   release; the reattempt reads with a non-cached consumer.
 - Past capacity, least-recently-used idle consumers are evicted; consumers in use cannot be, so the
-  pool may overflow for a while (with a warning). Idle consumers expire after ``idle_timeout_s``.
+  pool may overflow for a while (with a warning). Idle consumers expire after ``idle_timeout_s``,
+  closed by a daemon thread (:class:`~kafka_direct.idle_reaper.IdleReaper`, Spark's evictor
+  thread) while the worker waits for tasks, so a worker whose query has stopped does not keep
+  its clients, and their reconnect attempts to a cluster that may be gone, for ever.
 
 The factory is injected, so no Kafka client is imported here. Logs name the group and
 topic-partition only, never configuration values, which may hold secrets.
@@ -30,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, NamedTuple, Protocol, TypeVar, cast
 
 from kafka_direct.errors import ConfigurationError
+from kafka_direct.idle_reaper import IdleReaper
 from kafka_direct.process_local import ProcessLocal
 
 __all__ = [
@@ -122,11 +126,20 @@ class ConsumerPool(Generic[C]):
         capacity: int = DEFAULT_CAPACITY,
         idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
         clock: Callable[[], float] = time.monotonic,
+        reaper: bool = True,
     ) -> None:
         self._factory = factory
         self._capacity, self._idle_timeout_s = DEFAULT_CAPACITY, DEFAULT_IDLE_TIMEOUT_S
         self._clock = clock
         self._lock = threading.Lock()
+        self._reaper = IdleReaper(
+            "kafka-direct-consumer-reaper",
+            self._lock,
+            self._next_due_locked,
+            self.evict_idle,
+            clock,
+            enabled=reaper,
+        )
         # Insertion order doubles as recency: entries move to the end whenever they are used.
         self._entries: OrderedDict[PoolKey, _Entry[C]] = OrderedDict()
         self._hits = self._misses = self._creations = self._evictions = self._closes = 0
@@ -144,6 +157,7 @@ class ConsumerPool(Generic[C]):
         with self._lock:
             self._capacity, self._idle_timeout_s = capacity, idle_timeout_s
             doomed = self._expired_locked() + self._make_room_locked(incoming=0)
+            self._reaper.wake()  # a shorter timeout may make idle consumers due sooner
         self._close_quietly(doomed)
 
     def acquire(
@@ -212,6 +226,7 @@ class ConsumerPool(Generic[C]):
                 entry.in_use = False
                 entry.last_used = self._clock()
                 self._entries.move_to_end(lease.key)
+                self._reaper.start_locked()
             doomed += self._expired_locked() + self._make_room_locked(incoming=0)
         self._close_quietly(doomed)
 
@@ -251,6 +266,7 @@ class ConsumerPool(Generic[C]):
             for entry in self._entries.values():
                 entry.marked_for_close = True
             closing = [self._pop_idle_locked(k) for k in doomed]
+            self._reaper.wake()
         self._close_quietly(closing)
 
     def stats(self) -> PoolStats:
@@ -281,6 +297,11 @@ class ConsumerPool(Generic[C]):
         expired = [k for k, e in self._entries.items() if not e.in_use and e.last_used < deadline]
         self._evictions += len(expired)
         return [self._pop_idle_locked(k) for k in expired]
+
+    def _next_due_locked(self) -> float | None:
+        """When the least recently used idle consumer expires; None when none is idle."""
+        idle = [e.last_used for e in self._entries.values() if not e.in_use]
+        return min(idle) + self._idle_timeout_s if idle else None
 
     def _make_room_locked(self, incoming: int) -> list[C]:
         evicted: list[C] = []

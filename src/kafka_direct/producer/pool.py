@@ -34,6 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
+from kafka_direct.idle_reaper import IdleReaper
 from kafka_direct.process_local import ProcessLocal
 
 __all__ = ["PooledProducer", "ProducerKey", "ProducerLease", "ProducerPool", "get_producer_pool"]
@@ -110,9 +111,14 @@ class ProducerPool(Generic[P]):
         self._in_use: dict[ProducerKey, int] = {}
         self._generation: dict[ProducerKey, int] = {}
         self._hits = self._creations = self._closes = 0
-        self._reaper_enabled = reaper
-        self._reaper: threading.Thread | None = None
-        self._wake = threading.Event()
+        self._reaper = IdleReaper(
+            "kafka-direct-producer-reaper",
+            self._lock,
+            self._next_due_locked,
+            self.evict_idle,
+            clock,
+            enabled=reaper,
+        )
 
     def configure(self, idle_timeout_s: float | None = None, capacity: int | None = None) -> None:
         with self._lock:
@@ -121,6 +127,7 @@ class ProducerPool(Generic[P]):
             if capacity is not None:
                 self._capacity = capacity
             doomed = self._expired_locked() + self._over_capacity_locked()
+            self._reaper.wake()  # a shorter timeout may make idle producers due sooner
         self._close_quietly(doomed)
 
     def acquire(
@@ -176,7 +183,7 @@ class ProducerPool(Generic[P]):
                 doomed.append(lease.producer)
             else:
                 self._idle.append((lease.key, lease.producer, self._clock()))
-                self._start_reaper_locked()
+                self._reaper.start_locked()
             doomed += self._expired_locked() + self._over_capacity_locked()
         self._close_quietly(doomed)
 
@@ -212,7 +219,7 @@ class ProducerPool(Generic[P]):
             self._idle.clear()
             for key in set(self._in_use) | set(self._generation):
                 self._generation[key] = self._generation.get(key, 0) + 1
-            self._wake.set()
+            self._reaper.wake()
         self._close_quietly(doomed)
 
     def stats(self) -> PoolStats:
@@ -256,28 +263,11 @@ class ProducerPool(Generic[P]):
             except Exception as exc:  # noqa: BLE001
                 log.warning("Closing a pooled Kafka producer failed, ignored: %r", exc)
 
-    # -- the reaper: closes idle producers while the worker waits for its next task ---------
-
-    def _start_reaper_locked(self) -> None:
-        if not self._reaper_enabled or (self._reaper is not None and self._reaper.is_alive()):
-            return
-        self._wake.clear()
-        self._reaper = threading.Thread(
-            target=self._reap, name="kafka-direct-producer-reaper", daemon=True
-        )
-        self._reaper.start()
-
-    def _reap(self) -> None:
-        while True:
-            with self._lock:
-                if not self._idle:
-                    self._reaper = None
-                    return
-                oldest = min(released for _, _, released in self._idle)
-                wait = max(oldest + self._idle_timeout_s - self._clock(), 0.0) + 0.05
-            if self._wake.wait(min(wait, 60.0)):
-                self._wake.clear()
-            self.evict_idle()
+    def _next_due_locked(self) -> float | None:
+        """When the oldest idle producer expires; None when none is idle (the reaper's cue)."""
+        if not self._idle:
+            return None
+        return min(released for _, _, released in self._idle) + self._idle_timeout_s
 
 
 _process_pool: ProcessLocal[ProducerPool[Any]] = ProcessLocal(lambda pool: pool.close_all())

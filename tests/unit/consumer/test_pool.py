@@ -94,7 +94,8 @@ def clock() -> FakeClock:
 
 @pytest.fixture
 def pool(factory: Factory, clock: FakeClock) -> ConsumerPool[FakeConsumer]:
-    return ConsumerPool(factory, capacity=4, idle_timeout_s=300.0, clock=clock)
+    # The fake clock does not move by itself: expiry is driven by the test, not the reaper.
+    return ConsumerPool(factory, capacity=4, idle_timeout_s=300.0, clock=clock, reaper=False)
 
 
 def test_miss_then_hit_reuses_the_same_consumer(pool: ConsumerPool[FakeConsumer]) -> None:
@@ -282,6 +283,46 @@ def test_idle_timeout_is_checked_lazily_on_acquire(
     assert stale.consumer.close_count == 1
     fresh = pool.acquire(KEY, CONFIG)
     assert fresh.consumer is not stale.consumer
+
+
+def _wait(condition: Any, timeout_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return bool(condition())
+
+
+def test_regression_idle_worker_kept_its_consumers_the_reaper_closes_them(factory: Factory) -> None:
+    """Expiry checked only on acquire kept an idle worker's consumers (and their reconnects to
+    a cluster that may be gone) until its next task: for ever in a worker that gets none."""
+    pool: ConsumerPool[FakeConsumer] = ConsumerPool(factory, idle_timeout_s=0.2)
+    held = pool.acquire(KEY2, CONFIG)
+    lease = pool.acquire(KEY, CONFIG)
+    pool.release(lease)
+    assert _wait(lambda: lease.consumer.close_count == 1)
+    assert pool.stats().size == 1 and pool.stats().evictions == 1
+    assert held.consumer.close_count == 0  # in use: never reaped
+    assert _wait(lambda: not pool._reaper.running)  # it stops once nothing is idle
+    pool.release(held)
+    assert _wait(lambda: held.consumer.close_count == 1)
+    assert pool.stats().size == 0
+
+
+def test_a_shortened_timeout_reaps_without_waiting_for_the_old_one(factory: Factory) -> None:
+    pool: ConsumerPool[FakeConsumer] = ConsumerPool(factory, idle_timeout_s=300.0)
+    lease = pool.acquire(KEY, CONFIG)
+    pool.release(lease)
+    assert pool._reaper.running and lease.consumer.close_count == 0
+    time.sleep(0.3)
+    pool.configure(idle_timeout_s=0.2)  # what the next query's consumerCache.timeoutMs does
+    assert _wait(lambda: lease.consumer.close_count == 1, timeout_s=3.0)
+
+
+def test_a_pool_without_a_reaper_starts_no_thread(factory: Factory) -> None:
+    pool: ConsumerPool[FakeConsumer] = ConsumerPool(factory, idle_timeout_s=0.1, reaper=False)
+    pool.release(pool.acquire(KEY, CONFIG))
+    time.sleep(0.3)
+    assert not pool._reaper.running and pool.stats().size == 1
 
 
 def test_in_use_consumer_never_expires(pool: ConsumerPool[FakeConsumer], clock: FakeClock) -> None:

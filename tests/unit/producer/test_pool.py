@@ -246,9 +246,9 @@ def test_the_reaper_closes_idle_producers_while_the_worker_waits(factory: Factor
         time.sleep(0.05)
     assert lease.producer.closed == 1 and pool.stats().idle == 0
     deadline = time.monotonic() + 5
-    while pool._reaper is not None and time.monotonic() < deadline:
+    while pool._reaper.running and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert pool._reaper is None  # it stops once nothing is idle
+    assert not pool._reaper.running  # it stops once nothing is idle
 
 
 def test_logs_name_keys_by_fingerprint_never_config_values(
