@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from kafka_direct.testing import MockCluster
+from tests.integration.faults.support import SHORT_LIVED_POOL
 from tests.integration.kafka_helpers import new_topic_name
 
 BROKERS = 3
@@ -78,7 +79,7 @@ def mock_stream(spark: Any, mock_cluster: MockCluster) -> Callable[..., Any]:
             .option("subscribe", topic)
             .option("startingOffsets", "earliest")
         )
-        for key, value in options.items():
+        for key, value in {**SHORT_LIVED_POOL, **options}.items():
             reader = reader.option(key, value)
         return reader.load()
 

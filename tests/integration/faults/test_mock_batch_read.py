@@ -9,7 +9,7 @@ import time
 import pytest
 from pyspark.errors import PySparkException
 
-from tests.integration.faults.support import KnownProducer
+from tests.integration.faults.support import SHORT_LIVED_POOL, KnownProducer
 
 #: Far below the 4 x 30 s a read would hang if each attempt waited out the request timeout.
 NO_HANG_S = 60.0
@@ -26,6 +26,7 @@ def test_batch_read_with_a_leader_down_fails_fast_naming_the_partition_and_the_o
         spark.read.format("kafka_direct")
         .option("kafka.bootstrap.servers", mock_cluster.bootstrap_servers)
         .option("subscribe", topic)
+        .options(**SHORT_LIVED_POOL)
         .load()
     )
     assert df.count() == len(produced)  # the same read works while the cluster is whole
@@ -37,6 +38,8 @@ def test_batch_read_with_a_leader_down_fails_fast_naming_the_partition_and_the_o
             spark.read.format("kafka_direct")
             .option("kafka.bootstrap.servers", mock_cluster.bootstrap_servers)
             .option("subscribe", topic)
+            .options(**SHORT_LIVED_POOL)
+            .options(**SHORT_LIVED_POOL)
             .load()
             .collect()
         )
@@ -53,6 +56,7 @@ def test_batch_read_with_a_leader_down_fails_fast_naming_the_partition_and_the_o
         spark.read.format("kafka_direct")
         .option("kafka.bootstrap.servers", mock_cluster.bootstrap_servers)
         .option("subscribe", topic)
+        .options(**SHORT_LIVED_POOL)
         .load()
     )
     assert sorted((r.partition, r.offset, r.value) for r in df.collect()) == [

@@ -217,7 +217,9 @@ def test_regression_prefetched_records_outlive_a_deletion(
     produced = producer.flush()
     checkpoint = tmp_path / "ck"
     sink = Collector()
-    query = queries(start(mock_stream(topic, **SLOW), sink, str(checkpoint)))
+    # The executors' pooled consumers must outlive the restart below: no short pool timeout.
+    pooled = {**SLOW, "consumerCache.timeoutMs": "300000"}
+    query = queries(start(mock_stream(topic, **pooled), sink, str(checkpoint)))
     # The executors' pooled consumers prefetch far past what each batch reads.
     wait_for(lambda: len(sink.batches) >= 3, query, 90, "a few batches")
     query.stop()
@@ -228,7 +230,7 @@ def test_regression_prefetched_records_outlive_a_deletion(
     mock_cluster.delete_records(topic, 0, deleted_before)
 
     # The same session, so the same Python workers, with the same pooled consumers.
-    query = queries(start(mock_stream(topic, **SLOW), sink, str(checkpoint)))
+    query = queries(start(mock_stream(topic, **pooled), sink, str(checkpoint)))
     wait_until(lambda: query.exception() is not None, 60, "the restarted query to fail")
     message = str(query.exception())
     assert "DataLossError" in message and f"Data loss on {topic}-0" in message

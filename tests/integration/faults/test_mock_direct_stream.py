@@ -17,7 +17,7 @@ from kafka_direct import (
     OffsetRange,
     TopicPartition,
 )
-from tests.integration.faults.support import Feeder, KnownProducer
+from tests.integration.faults.support import SHORT_LIVED_POOL, Feeder, KnownProducer
 from tests.integration.kafka_helpers import Record, new_topic_name
 
 WAIT_S = 90.0
@@ -61,7 +61,7 @@ def _start(spark: Any, bootstrap: str, topic: str, group: str, sink: Sink, **kw:
         spark,
         LocationStrategies.PreferConsistent(),
         ConsumerStrategies.Subscribe([topic], params),
-        **{"batchInterval": 0.5, **kw},
+        **{"batchInterval": 0.5, "sourceOptions": SHORT_LIVED_POOL, **kw},
     )
     sink.stream = stream
     stream.foreachBatch(sink)

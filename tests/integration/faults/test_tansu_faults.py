@@ -18,7 +18,12 @@ import pytest
 from kafka_direct.broker import EmbeddedBroker, create_topic
 from kafka_direct.testing import DurableBroker
 from kafka_direct.testing.durable_broker import WATERMARK_SETTLE_S
-from tests.integration.faults.support import Feeder, KnownProducer, OffsetLogWatcher
+from tests.integration.faults.support import (
+    SHORT_LIVED_POOL,
+    Feeder,
+    KnownProducer,
+    OffsetLogWatcher,
+)
 from tests.integration.kafka_helpers import new_topic_name
 from tests.integration.streams import Collector, expected_keys, start, wait_for
 
@@ -53,7 +58,7 @@ def _stream(spark: Any, bootstrap: str, topic: str, **options: str) -> Any:
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
     )
-    for key, value in options.items():
+    for key, value in {**SHORT_LIVED_POOL, **options}.items():
         reader = reader.option(key, value)
     return reader.load()
 
