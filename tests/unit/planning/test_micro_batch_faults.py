@@ -69,18 +69,23 @@ def two() -> FakeCluster:
     return c
 
 
+def slow_t0_after_batch_0(two: FakeCluster) -> MicroBatches:
+    """A stream past its first batch; then 3 new records per partition, and t-0's leader slow."""
+    q = patient(two, {"subscribe": "t", "startingOffsets": "earliest"}, Clock())
+    assert q.trigger() == [("t-0", 0, 5), ("t-1", 0, 5)]
+    two.append("t", 0, 3)
+    two.append("t", 1, 3)
+    two.unavailable[T0] = SLOW
+    return q
+
+
 # --- a partition without an answer ----------------------------------------------------------------
 
 
 def test_regression_slow_broker_bricks_checkpoint_unavailable_partition_does_not_advance(
     two: FakeCluster,
 ) -> None:
-    clock = Clock()
-    q = patient(two, {"subscribe": "t", "startingOffsets": "earliest"}, clock)
-    assert q.trigger() == [("t-0", 0, 5), ("t-1", 0, 5)]
-    two.append("t", 0, 3)
-    two.append("t", 1, 3)
-    two.unavailable[T0] = SLOW
+    q = slow_t0_after_batch_0(two)
     end = q.latest()
     never_negative(end)
     assert end == {T0: 5, T1: 8}  # t-0 stays where it was; t-1 advances
@@ -95,12 +100,7 @@ def test_regression_slow_broker_stopped_every_partition_discovery_uses_the_last_
 ) -> None:
     """librdkafka sends each metadata request to the broker it used last: under a slow broker,
     discovery timed out at every trigger and no partition advanced, not only the slow one's."""
-    clock = Clock()
-    q = patient(two, {"subscribe": "t", "startingOffsets": "earliest"}, clock)
-    assert q.trigger() == [("t-0", 0, 5), ("t-1", 0, 5)]
-    two.append("t", 0, 3)
-    two.append("t", 1, 3)
-    two.unavailable[T0] = SLOW
+    q = slow_t0_after_batch_0(two)
     two.metadata_down = True
     with caplog.at_level(logging.WARNING, logger="kafka_direct.planning.patience"):
         assert q.trigger() == [("t-1", 5, 8)]
