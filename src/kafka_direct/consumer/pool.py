@@ -155,9 +155,11 @@ class ConsumerPool(Generic[C]):
         if idle_timeout_s <= 0:
             raise ConfigurationError("consumer pool idle timeout", idle_timeout_s, "seconds > 0")
         with self._lock:
+            shorter = idle_timeout_s < self._idle_timeout_s
             self._capacity, self._idle_timeout_s = capacity, idle_timeout_s
             doomed = self._expired_locked() + self._make_room_locked(incoming=0)
-            self._reaper.wake()  # a shorter timeout may make idle consumers due sooner
+            if shorter:  # idle consumers may be due sooner; every task configures, most alike
+                self._reaper.wake()
         self._close_quietly(doomed)
 
     def acquire(

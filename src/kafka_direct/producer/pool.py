@@ -122,12 +122,14 @@ class ProducerPool(Generic[P]):
 
     def configure(self, idle_timeout_s: float | None = None, capacity: int | None = None) -> None:
         with self._lock:
+            shorter = idle_timeout_s is not None and idle_timeout_s < self._idle_timeout_s
             if idle_timeout_s is not None:
                 self._idle_timeout_s = idle_timeout_s
             if capacity is not None:
                 self._capacity = capacity
             doomed = self._expired_locked() + self._over_capacity_locked()
-            self._reaper.wake()  # a shorter timeout may make idle producers due sooner
+            if shorter:  # idle producers may be due sooner; every task configures, most alike
+                self._reaper.wake()
         self._close_quietly(doomed)
 
     def acquire(
