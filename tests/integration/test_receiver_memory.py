@@ -127,7 +127,11 @@ def test_a_slow_batch_function_pauses_the_receiver_and_its_memory_stays_flat(
     assert any(s[2] for s in samples)
     assert status["paused_batches"] >= 1
     assert max(s[1] for s in samples) <= MAX_PENDING + 1
-    # The backlog grew in Kafka (by more than 20 MB) while the receiver's memory stayed flat.
-    assert (lag_end - lag_mid) * len(VALUE) > 20 * mb
-    assert late - early < 16 * mb
+    # The backlog grew in Kafka while the receiver's memory stayed within what it may hold at
+    # once: one block (8 MB) and its prefetch queue (queued.max.messages.kbytes, 16 MB), where
+    # the peaks of two thirds of the run differ by where each caught the queue's fill (seen:
+    # -23 to +27 MB). Memory that followed the backlog would grow by more than the bound.
+    bound = (8 + 16) * mb + 8 * mb  # + one poll's records and the allocator's slack
+    assert (lag_end - lag_mid) * len(VALUE) > bound
+    assert late - early < bound
     assert sent[0] - committed > 0
