@@ -155,6 +155,22 @@ def test_produce_to_a_bad_topic_fails_with_the_count_the_cause_and_the_topic(
     )
 
 
+def _pause_when_records_land(
+    broker: EmbeddedBroker, topic: str, records: int, done: threading.Event
+) -> None:
+    """Freeze ``broker`` once partition 0 of ``topic`` holds ``records``, unless ``done`` first."""
+    watcher = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "watermarks"})
+    try:
+        while not done.is_set():
+            _, high = watcher.get_watermark_offsets(TopicPartition(topic, 0), timeout=5)
+            if high >= records:
+                broker.pause()
+                return
+            time.sleep(0.05)
+    finally:
+        watcher.close()
+
+
 def test_produce_reports_records_that_time_out_when_the_broker_stops_answering(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -162,7 +178,12 @@ def test_produce_reports_records_that_time_out_when_the_broker_stops_answering(
     with EmbeddedBroker() as broker:
         topic = _name("cli-paused")
         create_topic(broker.bootstrap_servers, topic, partitions=1)
-        pause = threading.Timer(1.0, broker.pause)
+        # Freeze it once some records are in, not after a fixed second: under load the
+        # producer's first acknowledgement can take longer, and then none was delivered.
+        done = threading.Event()
+        pause = threading.Thread(
+            target=_pause_when_records_land, args=(broker, topic, 5, done), daemon=True
+        )
         pause.start()
         began = time.monotonic()
         try:
@@ -172,7 +193,8 @@ def test_produce_reports_records_that_time_out_when_the_broker_stops_answering(
                 *("--records", "40", "--rate", "20", "--timeout", "2"),
             )
         finally:
-            pause.cancel()
+            done.set()
+            pause.join(10)
             broker.resume()
         elapsed = time.monotonic() - began
     assert code == 1
