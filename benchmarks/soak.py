@@ -53,8 +53,8 @@ from pathlib import Path
 
 from confluent_kafka import KafkaError, Message, Producer
 
-from kafka_direct.broker import create_topic
 from kafka_direct.testing import DurableBroker
+from kafka_direct.testing.broker import create_topic
 from kafka_direct.testing.durable_broker import WATERMARK_SETTLE_S
 
 DRIVER = Path(__file__).with_name("soak_driver.py")

@@ -5,9 +5,10 @@
 - no module imports itself back through others (no import circles, hidden function-level
   imports included);
 - every module says, in its docstring, which process it runs in;
-- the paths the README documents from before the layout still import: ``kafka_direct.broker``
-  (also ``python -m kafka_direct.broker``), ``kafka_direct.local``, ``kafka_direct.listener``,
-  ``kafka_direct.native``.
+- the paths the docs give import: ``kafka_direct.testing.broker`` (also
+  ``python -m kafka_direct.testing.broker``), ``kafka_direct.testing.local``,
+  ``kafka_direct.source.listener``, ``kafka_direct.consumer.native``; the one-line modules that
+  kept the paths from before the layout (``kafka_direct.broker`` ...) are gone.
 """
 
 from __future__ import annotations
@@ -141,21 +142,29 @@ def test_every_module_names_its_process(name: str) -> None:
 @pytest.mark.parametrize(
     ("path", "names"),
     [
-        ("kafka_direct.broker", ["EmbeddedBroker", "create_topic", "bootstrap_or_embedded"]),
-        ("kafka_direct.local", ["local_spark"]),
-        ("kafka_direct.listener", ["LagListener", "LagReport"]),
-        ("kafka_direct.native", ["status", "available"]),
+        (
+            "kafka_direct.testing.broker",
+            ["EmbeddedBroker", "create_topic", "bootstrap_or_embedded"],
+        ),
+        ("kafka_direct.testing.local", ["local_spark"]),
+        ("kafka_direct.source.listener", ["LagListener", "LagReport"]),
+        ("kafka_direct.consumer.native", ["status", "available"]),
     ],
 )
-def test_documented_paths_still_import(path: str, names: list[str]) -> None:
+def test_documented_paths_import(path: str, names: list[str]) -> None:
     module = __import__(path, fromlist=names)
     for name in names:
         assert callable(getattr(module, name)), f"{path}.{name}"
 
 
-def test_python_m_kafka_direct_broker_still_runs() -> None:
+@pytest.mark.parametrize("old", ["broker", "local", "listener", "native"])
+def test_the_old_one_line_modules_are_gone(old: str) -> None:
+    assert not (PACKAGE / f"{old}.py").exists()
+
+
+def test_python_m_kafka_direct_testing_broker_runs() -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "kafka_direct.broker", "--help"],
+        [sys.executable, "-m", "kafka_direct.testing.broker", "--help"],
         capture_output=True,
         text=True,
         timeout=120,

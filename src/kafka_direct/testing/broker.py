@@ -10,7 +10,7 @@ cluster through ``kafka.bootstrap.servers`` and never depends on a Tansu quirk; 
 tests must work around are listed in ``BROKER.md``. :func:`create_topic` and :func:`delete_topic`
 are test utilities that work against real Kafka too.
 
-``python -m kafka_direct.broker --port 9092`` runs a broker in the foreground and prints
+``python -m kafka_direct.testing.broker --port 9092`` runs a broker in the foreground and prints
 ``KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:9092``.
 """
 
@@ -381,7 +381,7 @@ def delete_topic(bootstrap_servers: str, topic: str, timeout_s: float = 30) -> N
 def main(argv: list[str] | None = None) -> int:
     """Run an embedded broker in the foreground until SIGINT or SIGTERM."""
     parser = argparse.ArgumentParser(
-        prog="python -m kafka_direct.broker",
+        prog="python -m kafka_direct.testing.broker",
         description="Run an embedded, in-memory Kafka-compatible broker (Tansu) for development.",
     )
     parser.add_argument("--port", type=int, default=None, help="port to listen on (default: free)")

@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kafka_direct.listener import LagListener, LagReport
 from kafka_direct.offsets import TopicPartition
+from kafka_direct.source.listener import LagListener, LagReport
 from tests.integration.faults.support import (
     HookedCollector,
     KnownProducer,

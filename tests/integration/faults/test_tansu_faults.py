@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from kafka_direct.broker import EmbeddedBroker, create_topic
 from kafka_direct.testing import DurableBroker
+from kafka_direct.testing.broker import EmbeddedBroker, create_topic
 from kafka_direct.testing.durable_broker import WATERMARK_SETTLE_S
 from tests.integration.faults.support import (
     SHORT_LIVED_POOL,
