@@ -3,8 +3,8 @@
 The data source is registered as PySpark's ``spark.dataSource.register`` does, with one
 difference: the Python processes Spark starts for it get ``_worker_site`` on their
 ``PYTHONPATH``. Its ``sitecustomize`` makes them import PySpark from site-packages (compiled
-bytecode) instead of ``pyspark.zip`` (compiled from source in every new process), which takes
-about 0.7 s off every streaming query's start. See ``_worker_site/sitecustomize.py``.
+bytecode) instead of ``pyspark.zip`` (compiled from source in every new process), which shortens
+every streaming query's start (docs/performance.md). See ``_worker_site/sitecustomize.py``.
 
 Spark keys its Python daemons by environment, so kafka_direct's reads use their own daemon when
 the same application also runs Python UDFs. ``register(spark, fast_worker_start=False)`` turns
@@ -27,6 +27,16 @@ import sys
 from typing import Any
 
 logger = logging.getLogger(__name__)
+
+#: What was already logged in this process: each of register()'s side effects is logged once.
+_logged: set[tuple[object, ...]] = set()
+
+
+def _log_once(level: int, msg: str, *args: object) -> None:
+    if (msg, *args) not in _logged:
+        _logged.add((msg, *args))
+        logger.log(level, msg, *args)
+
 
 _JVM_DATA_SOURCE = (
     "org.apache.spark.sql.execution.datasources.v2.python.UserDefinedPythonDataSource"
@@ -57,9 +67,11 @@ def worker_python(sc: Any) -> str:
     if not str(sc.master).startswith("local"):
         return chosen
     if chosen != sys.executable:
-        logger.info(
+        _log_once(
+            logging.INFO,
             "Spark's Python workers for kafka_direct run %s, the driver's interpreter "
-            "(PYSPARK_PYTHON is not set; PySpark would have used %r)",
+            "(PYSPARK_PYTHON is not set; PySpark would have used %r). To choose, set "
+            "PYSPARK_PYTHON or spark.pyspark.python before the SparkSession starts",
             sys.executable,
             chosen,
         )
@@ -92,9 +104,19 @@ def _enable_filter_pushdown(spark: Any) -> None:
     try:
         if conf.get(FILTER_PUSHDOWN_CONF, None) is None:
             conf.set(FILTER_PUSHDOWN_CONF, "true")
-            logger.info("Set %s=true so batch reads can narrow by filters", FILTER_PUSHDOWN_CONF)
+            _log_once(
+                logging.INFO,
+                "Set %s=true so batch reads can narrow by filters (to keep Spark's default, "
+                "set it to false before register(); per query: pushdown.enabled=false)",
+                FILTER_PUSHDOWN_CONF,
+            )
     except Exception as exc:  # noqa: BLE001 - a session that refuses confs still registers
-        logger.debug("Could not enable Spark's filter pushdown: %s", exc)
+        _log_once(
+            logging.WARNING,
+            "Could not set %s=true (%s): batch reads will not be narrowed by filters",
+            FILTER_PUSHDOWN_CONF,
+            str(exc),
+        )
 
 
 def register_with_worker_site(spark: Any, source: Any) -> bool:
@@ -102,11 +124,14 @@ def register_with_worker_site(spark: Any, source: Any) -> bool:
     It uses PySpark internals; if they are not there (another PySpark, Spark Connect), it says
     so and returns False, and the caller registers the public way."""
     if getattr(spark, "_jsparkSession", None) is None:
-        return False  # Spark Connect, or a stand-in for a session: no local JVM to talk to
+        # Spark Connect, or a stand-in for a session: no local JVM to talk to.
+        _log_once(logging.INFO, "Registering kafka_direct the public way: no local JVM")
+        return False
     try:
         from py4j.protocol import Py4JError  # type: ignore[import-untyped]
         from pyspark.core.rdd import _prepare_for_python_RDD
-    except ImportError:
+    except ImportError as exc:
+        _fell_back(exc)
         return False
     try:
         sc = spark.sparkContext
@@ -123,6 +148,42 @@ def register_with_worker_site(spark: Any, source: Any) -> bool:
         jvm_source = getattr(sc._jvm, _JVM_DATA_SOURCE)(wrapped)
         spark._jsparkSession.dataSource().registerPython(source.name(), jvm_source)
     except (AttributeError, TypeError, ValueError, Py4JError) as exc:
-        logger.debug("Registering kafka_direct the plain way (no fast worker start: %s)", exc)
+        _fell_back(exc)
         return False
+    _log_once(
+        logging.INFO,
+        "Registered kafka_direct through PySpark's internal registration (the steps of "
+        "spark.dataSource.register with our environment), for a faster query start; "
+        "register(spark, fast_worker_start=False) uses the public registration",
+    )
+    _log_once(
+        logging.INFO,
+        "Spark's Python processes for kafka_direct get %s first on PYTHONPATH: its "
+        "sitecustomize imports PySpark from site-packages instead of pyspark.zip (off: "
+        "register(spark, fast_worker_start=False))",
+        WORKER_SITE_DIR,
+    )
     return True
+
+
+def _fell_back(exc: BaseException) -> None:
+    """The private path stopped working (most likely another PySpark version): say so loudly,
+    since the only other symptom would be slower query starts."""
+    _log_once(
+        logging.WARNING,
+        "PySpark %s's internal data source registration failed (%s: %s): registered "
+        "kafka_direct the public way, without the fast worker start, so streaming queries "
+        "start slower. register(spark, fast_worker_start=False) registers the public way "
+        "without this warning",
+        _pyspark_version(),
+        type(exc).__name__,
+        str(exc),
+    )
+
+
+def _pyspark_version() -> str:
+    try:
+        from pyspark import __version__
+    except ImportError:
+        return "(not importable)"
+    return str(__version__)
