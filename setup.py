@@ -7,7 +7,7 @@ They need only a C compiler and Python's headers: librdkafka is resolved at run 
 copy confluent-kafka loads. The code both need (librdkafka's ABI and its loading, error events
 and log lines) is in ``src/kafka_direct/_native/`` and compiled into each from the same source
 files. ``optional=True``: without a compiler the package still installs, and reads and writes
-through confluent-kafka's Python objects instead (``kafka_direct.native.status()`` and
+through confluent-kafka's Python objects instead (``kafka_direct.consumer.native.status()`` and
 ``kafka_direct.producer.native.status()`` say which).
 """
 

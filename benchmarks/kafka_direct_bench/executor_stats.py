@@ -37,7 +37,7 @@ def task_window(tasks: list[dict[str, Any]]) -> dict[str, Any]:
         "task_window_s": window,
         "task_rate": rows / window if window > 0 else None,
         "tasks": len(tasks),
-        # Tasks that read through the C fast path (kafka_direct.native).
+        # Tasks that read through the C fast path (kafka_direct.consumer.native).
         "fast_path_tasks": sum(1 for t in tasks if t.get("fast_path")),
     }
 

@@ -11,7 +11,7 @@ Every error the library raises on purpose derives from :class:`KafkaDirectError`
      ├── BatchFailedError            a direct stream's batch function raised (nothing committed)
      ├── ReceiverFailedError         a receiver stream's receiver kept dying, or cannot run
      ├── StreamStateError            a direct stream method was called in the wrong state
-     ├── KafkaClientError            a librdkafka error, translated at one choke point (kafka_io)
+     ├── KafkaClientError            a librdkafka error, translated in one place (kafka/translate)
      │    ├── TopicNotFoundError     a topic named in subscribe/assign does not exist
      │    ├── OffsetsUnavailableError  the cluster gave no valid offset for some partitions
      │    ├── FetchTimeoutError      an executor waited kafkaConsumer.pollTimeoutMs for data

@@ -52,7 +52,7 @@ PartitionOffsets = dict[TopicPartition, int]
 
 @dataclass(frozen=True, order=True)
 class OffsetRange:
-    """Offsets ``[from_offset, until_offset)`` of one topic-partition: the seed's ``OffsetRange``.
+    """Offsets ``[from_offset, until_offset)`` of one topic-partition: Spark's ``OffsetRange``.
 
     ``count()`` is an upper bound, not a promise: transaction markers, aborted records and
     compaction leave gaps, so a range may hold fewer records than ``until - from``.

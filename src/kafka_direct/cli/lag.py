@@ -1,7 +1,7 @@
 """The ``lag`` subcommand: a consumer group's lag per partition, once or every ``--watch``
 seconds. Runs in the user's process.
 
-It prints the ``kafka-consumer-groups --describe`` view of seed 003 (CURRENT-OFFSET,
+It prints the ``kafka-consumer-groups --describe`` view (CURRENT-OFFSET,
 LOG-END-OFFSET, LAG per partition). On a terminal, ``--watch`` redraws one table in place under
 the time it was taken; into a pipe, every table is printed under its timestamp.
 """

@@ -1,6 +1,6 @@
 """The ``produce`` subcommand: sample data for a topic. Runs in the user's process.
 
-``produce`` writes sample data (words, random bytes, or seed 003's keyed item/action events) with
+``produce`` writes sample data (words, random bytes, or the keyed producer example's events) with
 a progress bar of *delivered* records. Every record's delivery report is checked: the command
 exits 1 and names the causes when any record was not delivered, and it gives up on a cluster it
 cannot reach after ``--timeout`` seconds instead of waiting forever.
@@ -81,7 +81,7 @@ def _payloads(kind: str, size: int, rng: random.Random) -> Callable[[int], Recor
             " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 8))).encode(),
         )
     if kind == "keyed":
-        # Seed 003's producer: keys item0..item9 with actions; a key always lands in one partition.
+        # The keyed producer example: keys item0..item9; a key always lands in one partition.
         return lambda i: (f"item{i % 10}".encode(), f"action{i}".encode())
     return lambda i: (None, rng.randbytes(size))
 
@@ -157,7 +157,7 @@ def _producer_config(args: argparse.Namespace, events: Any) -> dict[str, Any]:
         "linger.ms": "20",
         "batch.num.messages": "10000",
         # Records the CLI does not place itself (partition count unknown) go where Java's
-        # producer would put them (DESIGN.md §4: librdkafka's default does not).
+        # producer would put them (librdkafka's default does not).
         "partitioner": "murmur2_random",
         # Java's default since Kafka 3.0: a retry never duplicates or reorders records.
         "enable.idempotence": "true",

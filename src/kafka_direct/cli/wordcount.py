@@ -1,9 +1,9 @@
-"""The main job, and its ``wordcount`` subcommand: the seed's ``DirectKafkaWordCount`` as a
+"""The main job, and its ``wordcount`` subcommand: Spark's ``DirectKafkaWordCount`` example as a
 Structured Streaming query. Runs in the user's process (the Spark driver) and a producer thread
 beside it.
 
 A sample producer writes lines of words to a topic for a while; the query reads them with the
-``kafka_direct`` source in 2-second micro-batches, counts the words of each batch (the seed's
+``kafka_direct`` source in 2-second micro-batches, counts the words of each batch (the example's
 ``reduceByKey`` per batch) and prints them. At the end the running totals are checked against
 what the producer sent, so the demo also shows that nothing was lost or read twice.
 """
@@ -97,7 +97,7 @@ def run_wordcount(
     )
 
     def per_batch(df: Any, batch_id: int) -> None:
-        # The seed's words.map(x => (x, 1)).reduceByKey(_ + _), on this batch's records only.
+        # DirectKafkaWordCount's words.map(x => (x, 1)).reduceByKey(_ + _), on this batch only.
         words = df.select(F.explode(F.split(F.col("value").cast("string"), " ")).alias("word"))
         rows = words.where(F.col("word") != "").groupBy("word").count().collect()
         counts = Counter({r["word"]: int(r["count"]) for r in rows})

@@ -49,14 +49,14 @@ def executor_consumer_config(
         # Bigger fetches mean fewer round trips while draining a backlog.
         "max.partition.fetch.bytes": "4194304",
         # Prefetch depth per partition, kept small: a pooled consumer keeps its queue between
-        # micro-batches (measured: same throughput, 1-23 MB worker growth instead of 32-105 MB).
+        # micro-batches; a small queue costs no throughput (docs/performance.md).
         "queued.max.messages.kbytes": "16384",
         "queued.min.messages": "100000",
         # Kafka's and librdkafka's default, kept on purpose. A range ends at or before offsets
         # the driver saw, so a fetch with data to return never waits this long; but a broker
         # that must first read the data from slow storage (tiered storage, Tansu on S3) answers
         # empty when the wait runs out, and with 100 ms a consumer fetched again and again and
-        # never got a record from Tansu on S3 (60 s without one; 500 ms: 3,000 records in 11 s).
+        # never got a record from Tansu on S3 (the soak's regression test, docs/performance.md).
         # The cost: a range ending in a transaction marker learns that it is done up to 500 ms
         # later (from an empty fetch at the log end).
         "fetch.wait.max.ms": "500",

@@ -95,7 +95,7 @@ class KafkaConfig(Mapping[str, str]):
 
 @dataclass(frozen=True)
 class Subscription:
-    """Which partitions to read: the seed's ``ConsumerStrategies``."""
+    """Which partitions to read: Spark's ``ConsumerStrategies``."""
 
     kind: Literal["subscribe", "subscribePattern", "assign"]
     topics: tuple[str, ...] = ()

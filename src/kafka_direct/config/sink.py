@@ -109,8 +109,7 @@ def producer_config(user: Mapping[str, str]) -> dict[str, str]:
         "partitioner": "murmur2_random",
         # Batches fill while the task hands records over (librdkafka's default is 5 ms). It
         # costs no latency at the end of a task: flush() sends at once, whatever linger.ms says.
-        # On the embedded broker 5 to 100 ms measured the same within noise; fuller batches
-        # matter more across a real network, hence 50 (DESIGN §4).
+        # Fuller batches matter across a real network, hence 50 (docs/performance.md).
         "linger.ms": "50",
         # Java's delivery.timeout.ms: a record not acknowledged within 2 minutes fails the task
         # (librdkafka waits 5 minutes by default).

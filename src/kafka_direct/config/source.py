@@ -338,7 +338,7 @@ _NOT_WITH_RANGES = (
 
 
 def _ranges(opts: _Options, streaming: bool | None) -> tuple[OffsetRange, ...] | None:
-    """``offsetRanges``: exact ranges to read, the seeds' ``createRDD`` as an option."""
+    """``offsetRanges``: exact ranges to read, Spark's ``KafkaUtils.createRDD`` as an option."""
     raw = opts.get("offsetRanges")
     if raw is None:
         return None

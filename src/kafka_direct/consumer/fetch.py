@@ -66,8 +66,8 @@ _PASSING_WHILE_LEADERS_MOVE = frozenset({"_UNKNOWN_PARTITION", "UNKNOWN_TOPIC_OR
 #: workers are separate processes, each with its own pool, and Spark hands a partition's next
 #: task to whichever worker is free: about half the time a worker's consumer is one micro-batch
 #: behind, with the records it needs already in its prefetch queue. Re-assigning throws that
-#: queue away and waits for a new fetch (measured 30-50 ms on the embedded broker); reading
-#: through the queue costs well under a microsecond per record. The skip is bounded in bytes
+#: queue away and waits for a new fetch (a round trip, docs/performance.md); reading
+#: through the queue costs far less per record. The skip is bounded in bytes
 #: (half the executors' default 16 MB prefetch queue, estimated from the record sizes this
 #: consumer has read) and in records, so that when the records are not queued, reading through
 #: them costs no more than a fetch would have.
@@ -301,8 +301,8 @@ class _GcPaused:
     ``consume(n)`` creates ``n`` message objects that the collector tracks. Each one counts
     towards the next collection, so with thousands per call the collector keeps walking live
     messages (and, in a Spark worker, a large heap of modules) for nothing: the fetch loop makes
-    no reference cycles, and reference counting frees everything. Measured on 100-byte records
-    in a Spark worker, collections took about a third of the reader's CPU time.
+    no reference cycles, and reference counting frees everything. In a Spark worker the
+    collections took a large share of the reader's CPU time (docs/performance.md).
 
     The pause covers ``consume``, the Arrow conversion and freeing the messages (freeing them
     takes back their count, so resuming triggers no collection); it never covers handing a

@@ -59,7 +59,7 @@ _TYPE_OF = itemgetter(0)
 _MILLIS_OF = itemgetter(1)
 # No pyarrow scalars or arrays at import time, and pyarrow.compute only on first use: building
 # either imports pandas, and this module is imported by every Spark process that loads the
-# source (a streaming query starts a fresh one on the driver), where it would cost ~0.3 s.
+# source (a streaming query starts a fresh one on the driver), where it would slow the start.
 
 
 def schema_ddl(include_headers: bool) -> str:

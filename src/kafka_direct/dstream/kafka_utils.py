@@ -1,5 +1,5 @@
-"""``KafkaUtils``: the seeds' entry points, ``createDirectStream`` and ``createRDD``, over the
-``kafka_direct`` batch source, and seed 004's receiver-based ``createStream``. Runs in the Spark
+"""``KafkaUtils``: Spark's entry points, ``createDirectStream`` and ``createRDD``, over the
+``kafka_direct`` batch source, and Spark's receiver-based ``createStream``. Runs in the Spark
 driver (the user's process).
 
 Every batch DataFrame is an ordinary ``spark.read.format("kafka_direct")`` read of exactly the
@@ -179,7 +179,7 @@ class KafkaUtils:
         includeHeaders: bool = False,
         retainedBatches: int = 1000,
     ) -> ReceiverKafkaStream:
-        """Seed 004's receiver-based stream: ``numReceivers`` members of ``group.id`` subscribe
+        """Spark's receiver-based stream: ``numReceivers`` members of ``group.id`` subscribe
         to ``topics`` on executors and log what they receive in ``walDir`` (a directory every
         node shares), committing each block once it is logged; every ``batchInterval`` s the
         logged blocks form the batch. At-least-once. See the README's "Receiver or direct?".
@@ -208,7 +208,7 @@ class KafkaUtils:
         locationStrategy: LocationStrategy | None = None,
         sourceOptions: Mapping[str, str] | None = None,
     ) -> Any:
-        """A DataFrame over exactly ``offsetRanges``: the seeds' ``KafkaRDD``, for one-off reads."""
+        """A DataFrame over exactly ``offsetRanges``: Spark's ``KafkaRDD``, for one-off reads."""
         kafka, group, _reset = validate_params(kafkaParams, require_group=False)
         ranges = list(offsetRanges)
         bad = [r for r in ranges if not isinstance(r, OffsetRange)]

@@ -2,7 +2,7 @@
 the Spark driver (the user's process, in the stream's loop thread); pure apart from the injected
 offset reader, stored-offset lookup and rate estimator.
 
-This is the first half of the seeds' ``DirectKafkaInputDStream.compute``, everything before the
+This is the first half of Spark's ``DirectKafkaInputDStream.compute``, everything before the
 ``KafkaRDD`` is built:
 
 - :meth:`DirectStreamPlanner.initial_offsets`: where the stream starts, as Scala's

@@ -38,7 +38,7 @@ __all__ = [
 
 #: A block is closed once its Arrow buffers reach this size, even before its interval ends: a
 #: receiver that resumes with a backlog behind it would otherwise fill one block per interval
-#: at full speed, and its memory would follow (measured: 40,000 records of 500 B in a block).
+#: at full speed, and its memory would follow (docs/performance.md).
 MAX_BLOCK_BYTES = 8 * 1024 * 1024
 
 

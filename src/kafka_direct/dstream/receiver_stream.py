@@ -1,4 +1,4 @@
-"""The receiver-based stream: ``KafkaUtils.createStream``, seed 004's other approach. Runs in the
+"""The receiver-based stream: ``KafkaUtils.createStream``, Spark's older approach. Runs in the
 Spark driver (the user's process): a loop in a driver thread; receivers run on executors
 (:mod:`~kafka_direct.dstream.receiver_supervisor`), batch reads too.
 
@@ -15,8 +15,8 @@ once it is logged. Every ``batchInterval`` this loop:
 4. marks the blocks done (``done/``) and deletes the previous batch's.
 
 A crash between 3 and 4 processes the batch again: the guarantee is at-least-once. Without the
-write-ahead log, what was received and not processed is lost when the driver dies, as seed 004
-warns. The lifecycle is the direct stream's: ``foreachBatch``, ``start``, ``awaitTermination``,
+write-ahead log, what was received and not processed is lost when the driver dies, as in
+Spark. The lifecycle is the direct stream's: ``foreachBatch``, ``start``, ``awaitTermination``,
 ``stop(graceful)``, and a :class:`~kafka_direct.dstream.receiver_progress.ReceiverBatchInfo`
 per batch. ``stop(graceful=True)`` stops the receivers first (each logs and commits its last
 block), then runs a last batch over what they logged, so a graceful stop loses nothing even

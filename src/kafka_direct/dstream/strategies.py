@@ -1,7 +1,7 @@
 """``LocationStrategies`` and ``ConsumerStrategies`` of the DStream-style direct stream. Pure:
 plain library (no Spark, no Kafka client), used by the Spark driver.
 
-The API mirrors Spark's ``spark-streaming-kafka-0-10`` (seeds 000/001)::
+The API mirrors Spark's ``spark-streaming-kafka-0-10``::
 
     ConsumerStrategies.Subscribe(["events"], {"bootstrap.servers": B, "group.id": "g"})
     ConsumerStrategies.SubscribePattern("events-.*", params, {TopicPartition("events-a", 0): 42})

@@ -5,7 +5,7 @@ commits, progress); the lifecycle it shares with the receiver stream (``foreachB
 ``awaitTermination``) is :mod:`~kafka_direct.dstream.lifecycle`, and the steps it runs live
 next door.
 
-Each batch is the seeds' ``DirectKafkaInputDStream.compute`` followed by the user's output:
+Each batch is Spark's ``DirectKafkaInputDStream.compute`` followed by the user's output:
 
 1. the batch's offset ranges: new topics and partitions, starting offsets, data loss, then the
    rate limits and the backpressure rate clamp each ``untilOffset``

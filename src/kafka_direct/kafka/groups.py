@@ -1,7 +1,7 @@
 """Consumer-group offsets in Kafka (``__consumer_offsets``): read and commit. Runs in the Spark
 driver (the stream runner's ``commit``, the direct stream) and the user's process (CLI, stores).
 
-This is where the seeds' ``commitAsync`` lands: offsets committed here are what
+This is where Spark's ``commitAsync`` lands: offsets committed here are what
 ``kafka-consumer-groups --describe`` and every lag monitor read. Committing uses the AdminClient
 (``alter_consumer_group_offsets``), so no consumer joins the group; Kafka refuses it while the
 group has active members, which protects a group that some other application is consuming with.

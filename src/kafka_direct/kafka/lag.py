@@ -1,4 +1,4 @@
-"""Consumer-group lag: the ``kafka-consumer-groups --describe`` view (seed 003's CURRENT-OFFSET,
+"""Consumer-group lag: the ``kafka-consumer-groups --describe`` view (CURRENT-OFFSET,
 LOG-END-OFFSET, LAG). Runs in the user's process (the CLI) and the Spark driver."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The ranges of a batch read (``spark.read``): the seeds' ``KafkaRDD`` offset ranges. Runs in
+"""The ranges of a batch read (``spark.read``): Spark's ``KafkaRDD`` offset ranges. Runs in
 the Spark driver (the planner process); pure apart from the injected offset reader.
 
 Ranges come from the starting and ending offsets (:func:`plan_batch_read`), or exactly from the

@@ -1,7 +1,7 @@
 """The structured source's micro-batch planner. Runs in the Spark driver (the stream-runner
 process); pure apart from the injected offset reader.
 
-This is ``KafkaMicroBatchStream`` (the seeds' ``DirectKafkaInputDStream.compute``) in Python:
+This is ``KafkaMicroBatchStream`` (Spark Streaming's ``DirectKafkaInputDStream.compute``) in Python:
 
 - ``initial_offsets``: where a new query starts. ``latest`` is kept as -1 placeholders, which the
   first trigger pins to concrete offsets in an empty first micro-batch. Spark's own source stores

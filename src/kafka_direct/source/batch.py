@@ -1,4 +1,4 @@
-"""The batch reader: ``spark.read.format("kafka_direct")``, the seeds' ``KafkaRDD``. Runs in the
+"""The batch reader: ``spark.read.format("kafka_direct")``, Spark's ``KafkaRDD``. Runs in the
 Spark driver's planner process (``pushFilters``, ``partitions``) and, pickled, in executors
 (``read``).
 
@@ -121,7 +121,7 @@ def batch_reader(opts: SourceOptions) -> KafkaBatchReader:
 
 
 class KafkaBatchReader(DataSourceReader):
-    """A bounded read over ``[startingOffsets, endingOffsets)``: the seed's ``KafkaRDD``."""
+    """A bounded read over ``[startingOffsets, endingOffsets)``: Spark's ``KafkaRDD``."""
 
     def __init__(self, opts: SourceOptions) -> None:
         self.opts = opts

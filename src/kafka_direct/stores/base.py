@@ -1,7 +1,7 @@
 """Where consumed offsets live outside Spark's checkpoint: the :class:`OffsetStore` interface.
 Plain library: runs in the Spark driver (the direct stream, foreachBatch helpers) and the CLI.
 
-The seeds describe three homes for offsets: Kafka's ``__consumer_offsets`` (visible to lag
+Spark's Kafka guide names three homes for offsets: Kafka's ``__consumer_offsets`` (visible to lag
 tools), ZooKeeper, and a database such as MySQL, where exactly-once comes from writing the
 results and the offsets in one transaction. Implementations: :mod:`kafka_direct.stores`.
 """

@@ -1,7 +1,7 @@
 """Offsets in a Kafka consumer group (``__consumer_offsets``). Runs in the Spark driver (the
 direct stream's ``offsetStore=``, ``foreachBatch`` functions) and in the user's process (CLI).
 
-The seeds' ``commitAsync`` home: offsets stored here are what ``kafka-consumer-groups
+Where Spark's ``commitAsync`` commits: offsets stored here are what ``kafka-consumer-groups
 --describe`` and every lag monitor show. A Kafka commit cannot join your database's transaction,
 so this store gives at-least-once output (commit after the output is written), not exactly-once;
 for that, keep offsets with the results in :class:`~kafka_direct.stores.SqlOffsetStore`.

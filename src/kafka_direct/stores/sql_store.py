@@ -2,9 +2,9 @@
 Spark driver (the direct stream's ``offsetStore=``, ``foreachBatch`` functions, which PySpark
 calls on the driver) and in the user's process (the CLI, ``startingOffsets`` from a store).
 
-This is seed 003/004's recipe: the batch's results and its offsets are written in ONE database
-transaction, and the offsets only move with the check "the stored next offset still equals where
-this batch starts"::
+This is the "your own data store" recipe of Spark's Kafka guide: the batch's results and its
+offsets are written in ONE database transaction, and the offsets only move with the check "the
+stored next offset still equals where this batch starts"::
 
     with store.transaction("wordcount", offset_ranges) as cur:
         cur.executemany("INSERT ... ON CONFLICT (word) DO UPDATE SET n = n + excluded.n", rows)

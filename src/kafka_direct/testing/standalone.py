@@ -99,7 +99,7 @@ def standalone_session(
         .config("spark.pyspark.driver.python", sys.executable)
         .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
         .config("spark.executor.memory", executor_memory)
-        # Test JVMs start about twice as fast (measured here); conf may override these, e.g.
+        # Test JVMs start faster (docs/performance.md); conf may override these, e.g.
         # to measure performance with the C2 compiler.
         .config("spark.driver.extraJavaOptions", _FAST_START_JVM)
         .config("spark.executor.extraJavaOptions", _FAST_START_JVM)

@@ -1,6 +1,6 @@
-"""Unit tests for kafka_direct.native's pure parts: choosing the read path, the failure type the
-extension raises, and building Arrow batches from the extension's buffers. No broker, and no
-need for the compiled extension: a fake module stands in for it where one is loaded.
+"""Unit tests for kafka_direct.consumer.native's pure parts: choosing the read path, the failure
+type the extension raises, and building Arrow batches from the extension's buffers. No broker,
+and no need for the compiled extension: a fake module stands in for it where one is loaded.
 
 ``native`` caches its load result in module globals (``_module``, ``_reason``, ``_version``);
 every test starts from a fresh, unloaded state, and monkeypatch restores the real one after.

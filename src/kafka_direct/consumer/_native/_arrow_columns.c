@@ -1,7 +1,7 @@
 /* kafka_direct._rdkafka_arrow: Arrow buffers from librdkafka messages. Runs in Spark executors.
  *
  * Each function turns the records of one consume call into the buffers of one Arrow column,
- * as bytes objects that pyarrow wraps without copying (kafka_direct.native._record_batch).
+ * as bytes objects that pyarrow wraps without copying (kafka_direct.consumer.native._record_batch).
  */
 #include "_rdkafka_arrow.h"
 

@@ -4,11 +4,11 @@
  * be found, kafka_direct reads through confluent-kafka's Python messages instead (same results).
  *
  * Why it exists: confluent-kafka creates one Python Message object (plus key and value bytes and
- * a topic string) per record. On 100-byte records that costs about 1 us per record in the
- * reading thread, three times what librdkafka's own fetch thread spends, and more than Spark
- * spends on the row afterwards. Here a batch of records becomes a handful of contiguous buffers
- * (Arrow binary offsets + data, int64 offsets and timestamps, int32 timestamp types) that pyarrow
- * wraps without copying.
+ * a topic string) per record. On small records that costs more CPU in the reading thread than
+ * librdkafka's own fetch thread spends, and more than Spark spends on the row afterwards (the
+ * numbers are in docs/performance.md). Here a batch of records becomes a handful of contiguous
+ * buffers (Arrow binary offsets + data, int64 offsets and timestamps, int32 timestamp types) that
+ * pyarrow wraps without copying.
  *
  * librdkafka is not linked at build time (no headers or import library are needed): the module
  * dlopen()s the librdkafka that confluent-kafka already loaded, given its path by Python, and
@@ -263,7 +263,7 @@ static PyMethodDef module_methods[] = {
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "_rdkafka_arrow",
-    .m_doc = "librdkafka straight into Arrow buffers (see kafka_direct.native).",
+    .m_doc = "librdkafka straight into Arrow buffers (see kafka_direct.consumer.native).",
     .m_size = -1,
     .m_methods = module_methods,
 };

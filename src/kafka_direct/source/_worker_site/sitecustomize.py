@@ -6,7 +6,7 @@ this directory on their ``PYTHONPATH``, and Python imports ``sitecustomize`` fro
 
 Why: Spark puts ``$SPARK_HOME/python/lib/pyspark.zip`` (and the py4j zip, and the spark-core
 jar) first on every Python worker's path. Python's zipimport never caches bytecode, so each new
-process compiles PySpark from source: about 0.5-1 s of CPU, paid by every streaming query at
+process compiles PySpark from source, a CPU cost paid by every streaming query at
 start (its source runner is a fresh process). With a pip-installed PySpark the zip is a copy of
 the very package in site-packages, whose bytecode pip has already compiled. Only in that case,
 and only for entries inside that same installation, this drops them from ``sys.path``; any other
