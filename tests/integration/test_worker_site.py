@@ -112,3 +112,31 @@ def test_spark_own_registration_imports_pyspark_from_its_zip(spark: Any) -> None
     rows = spark.read.format(source.name()).load().collect()
     assert len(rows) == 1
     assert "pyspark.zip" in rows[0].pyspark_file
+
+
+def test_register_says_what_it_did_and_takes_the_private_path_in_this_pyspark(
+    spark: Any, caplog: Any
+) -> None:
+    """Pinned to the installed PySpark: when its internals change, register() still works (the
+    public way) but this test fails on the WARNING, instead of queries just starting slower."""
+    import logging
+
+    import kafka_direct
+    from kafka_direct.source import registration
+
+    registration._logged.clear()
+    caplog.set_level(logging.INFO, logger=registration.__name__)
+    kafka_direct.register(spark)
+    records = [r for r in caplog.records if r.name == registration.__name__]
+    assert [r.getMessage() for r in records if r.levelno >= logging.WARNING] == []
+    infos = [r.getMessage() for r in records if r.levelno == logging.INFO]
+    assert any(m.startswith("Registered kafka_direct through PySpark's internal") for m in infos)
+    assert any(WORKER_SITE_DIR in m and "sitecustomize" in m for m in infos)
+    env = (
+        spark._jsparkSession.sessionState()
+        .dataSourceManager()
+        .lookupDataSource(kafka_direct.FORMAT)
+        .dataSourceCls()
+        .envVars()
+    )
+    assert env["PYTHONPATH"].split(":")[0] == WORKER_SITE_DIR
