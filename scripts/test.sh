@@ -8,6 +8,7 @@ KAFKA_DIRECT_SETUP_STRICT=1 . "$ROOT/scripts/setup.sh"
 cd "$ROOT"
 ruff check .
 mypy
+bash scripts/docs.sh build
 # The suite mostly waits on brokers, triggers and subprocesses, so two pytest workers share the
 # 2 cores well (--dist loadfile keeps a file's module fixtures in one process). Tests marked
 # "serial" (timing-sensitive or CPU-heavy: the fault suite, the receiver streams) then run
