@@ -98,7 +98,7 @@ def _feed(bootstrap: str, topic: str) -> None:
         producer.poll(0)
     producer.flush(10)
     # The embedded broker reports a partition's end as the start of its last record batch
-    # (shared/BROKER.md); a last record alone in its batch makes the end exact. Real Kafka
+    # (docs/limits.md); a last record alone in its batch makes the end exact. Real Kafka
     # needs no such step.
     for partition in (0, 1):
         producer.produce(topic, value=b"exactly once", partition=partition)

@@ -1,8 +1,8 @@
 """An in-memory Kafka cluster and a fake :class:`kafka_direct.planning.reader.OffsetReader` over it.
 
-For unit tests of driver-side planning, which must not need a broker (DESIGN.md §2), and for what
-the embedded broker cannot do (BROKER.md): answer timestamp lookups correctly (item 7), add
-partitions to a topic (item 4) and age data out (item 3).
+For unit tests of driver-side planning, which must not need a broker, and for what
+the embedded broker cannot do (docs/limits.md): answer timestamp lookups correctly, add
+partitions to a topic and age data out.
 
 The model::
 

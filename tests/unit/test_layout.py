@@ -1,4 +1,4 @@
-"""The package's layout keeps its promises (see the README's "How the code is organised"):
+"""The package's layout keeps its promises (see docs/architecture.md):
 
 - the pure packages import neither Spark nor the Kafka client, so they can be unit-tested without
   either and run anywhere;

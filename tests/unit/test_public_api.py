@@ -1,6 +1,6 @@
 """The public API is exactly ``kafka_direct.__all__``: pinned here so every change is deliberate.
 
-Changing the API means changing EXPECTED_ALL in the same commit (and the README).
+Changing the API means changing EXPECTED_ALL in the same commit (and docs/api.md).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ partition count (from metadata):
 
 Knowing the partition, the CLI holds back each partition's latest record and sends it only after
 everything else was delivered, so every partition ends with a batch of exactly one record. That
-is the workaround for the embedded broker's watermark (``shared/BROKER.md`` item 1: its log end
+is the workaround for the embedded broker's watermark (docs/limits.md: its log end
 is the start of the last batch); on real Kafka it only costs one extra round trip. The number of
 records is exactly ``--records``. When the partition count is unknown (metadata reports an error
 for the topic), librdkafka's ``murmur2_random`` partitioner places the records and the last

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 #: Every source option with its default ("" = no default). Names as documented; lookup is
-#: case-insensitive. Kept in the README's options table order.
+#: case-insensitive. Kept in docs/reading.md's options table order.
 OPTION_DEFAULTS: dict[str, str] = {
     "subscribe": "",
     "subscribePattern": "",

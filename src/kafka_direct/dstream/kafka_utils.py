@@ -73,7 +73,7 @@ class KafkaUtils:
         the partition; 0 or missing = no limit), ``minRatePerPartition``. ``backpressure=True``
         adds the PID estimator (``spark.streaming.backpressure.*``), with ``initialRate`` until
         it has an estimate. ``offsetStore`` receives ``commitAsync``'s offsets instead of the
-        Kafka group. See the README for ``failurePolicy`` and the lifecycle.
+        Kafka group. See docs/dstream.md for ``failurePolicy`` and the lifecycle.
         """
         if not isinstance(locationStrategy, LocationStrategy):
             raise ConfigurationError(
@@ -182,7 +182,7 @@ class KafkaUtils:
         """Spark's receiver-based stream: ``numReceivers`` members of ``group.id`` subscribe
         to ``topics`` on executors and log what they receive in ``walDir`` (a directory every
         node shares), committing each block once it is logged; every ``batchInterval`` s the
-        logged blocks form the batch. At-least-once. See the README's "Receiver or direct?".
+        logged blocks form the batch. At-least-once. See docs/dstream.md, "Receiver or direct?".
         """
         config = receiver_stream_config(
             kafkaParams,

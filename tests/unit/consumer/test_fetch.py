@@ -7,7 +7,7 @@ events once per arrival at the log end; ``_AUTO_OFFSET_RESET`` when the position
 log. The embedded broker does not filter aborted records and never compacts, so read_committed
 filtering and compacted gaps are tested here.
 
-Gap cases are the four shapes of SPARK-25005 listed in DESIGN.md §4, plus compaction.
+Gap cases are the four shapes of SPARK-25005 (docs/architecture.md), plus compaction.
 """
 
 from __future__ import annotations
