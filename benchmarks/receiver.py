@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Seed 004's question, measured: the receiver stream or the direct stream?
+"""Spark's two Kafka approaches, measured: the receiver stream or the direct stream?
 
     python benchmarks/receiver.py                  # 1,000,000 records x 100 B: a few minutes
     python benchmarks/receiver.py --quick          # 100,000 records

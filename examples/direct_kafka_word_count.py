@@ -1,9 +1,9 @@
-"""Seed 001's DirectKafkaWordCount with the DStream-style API: 2-second batches, printed per batch.
+"""Spark's DirectKafkaWordCount with the DStream-style API: 2-second batches, printed per batch.
 
     python examples/direct_kafka_word_count.py [--bootstrap-servers HOST:9092] [--topics words]
                                                [--group wordcount] [--seconds 20]
 
-`KafkaUtils.createDirectStream` with `PreferConsistent` and `Subscribe`, as in the seed. Each
+`KafkaUtils.createDirectStream` with `PreferConsistent` and `Subscribe`, as in Spark's. Each
 batch's word counts (`reduceByKey`) are printed, then the batch's offset ranges are committed to
 the consumer group with `commitAsync`. Without --bootstrap-servers it starts an embedded broker
 and a sample producer.
@@ -25,7 +25,7 @@ from kafka_direct.testing.local import local_spark
 
 
 def count_words(df: Any) -> dict[str, int]:
-    """The seed's lines.flatMap(_.split(" ")).map(x => (x, 1L)).reduceByKey(_ + _)."""
+    """Spark's example: lines.flatMap(_.split(" ")).map(x => (x, 1L)).reduceByKey(_ + _)."""
     words = df.select(F.explode(F.split(F.col("value").cast("string"), " ")).alias("word"))
     rows = words.where(F.col("word") != "").groupBy("word").count().collect()
     return {r["word"]: int(r["count"]) for r in rows}

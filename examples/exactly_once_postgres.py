@@ -1,4 +1,4 @@
-"""Exactly-once word counts in PostgreSQL: results and offsets in one transaction (seeds 003/004).
+"""Exactly-once word counts in PostgreSQL: results and offsets in one transaction.
 
     python examples/exactly_once_postgres.py [--bootstrap-servers HOST:9092]
         [--dsn postgresql://postgres@127.0.0.1:5432/test] [--topic words] [--seconds 20]

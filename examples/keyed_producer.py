@@ -1,8 +1,8 @@
-"""Seed 003's keyed producer: events `item{j}` → `action{i}`; a key always lands in one partition.
+"""Spark's keyed producer example: events `item{j}` → `action{i}`; a key stays in one partition.
 
     python examples/keyed_producer.py [--bootstrap-servers HOST:9092] [--topic T] [--events N]
 
-It produces keyed events, prints where each one landed (partition and offset, as the seed's
+It produces keyed events, prints where each one landed (partition and offset, as the example's
 callback does), and then shows that every key went to exactly one partition. Kafka orders
 records only within a partition, so that is what keeps each item's events in order.
 """

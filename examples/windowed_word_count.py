@@ -1,4 +1,4 @@
-"""Windowed word count: seed 001's `reduceByKeyAndWindow`, in Structured Streaming.
+"""Windowed word count: Spark's `KafkaWordCount` `reduceByKeyAndWindow`, in Structured Streaming.
 
     python examples/windowed_word_count.py [--bootstrap-servers HOST:9092] [--seconds 30]
 

@@ -1,4 +1,4 @@
-"""Seed 004's comparison, measured: the receiver stream (``KafkaUtils.createStream``) against the
+"""Receiver or direct, measured: the receiver stream (``KafkaUtils.createStream``) against the
 direct stream (``createDirectStream``) on the same data, in one run. Runs in the benchmark
 process (the Spark driver), and in child drivers for the crash phase
 (:mod:`kafka_direct_bench.receiver_crash`).
@@ -66,7 +66,7 @@ class ReceiverBenchConfig:
 
 
 def parse_args(argv: list[str] | None) -> ReceiverBenchConfig:
-    p = argparse.ArgumentParser(description="Receiver stream vs direct stream (seed 004).")
+    p = argparse.ArgumentParser(description="Receiver stream vs direct stream.")
     p.add_argument("--records", type=int, default=1_000_000)
     p.add_argument("--size", type=int, default=100)
     p.add_argument("--partitions", type=int, default=4)

@@ -11,7 +11,7 @@ from typing import Any
 
 
 def needs(config: Any) -> dict[str, dict[str, str]]:
-    """What each approach needs to run: the answer to seed 004's "what does it cost"."""
+    """What each approach needs to run: what each costs."""
     return {
         "direct": {
             "task slots": "only while a batch runs",

@@ -1,6 +1,6 @@
 """The driver is SIGKILLed mid-stream, then restarted on the same walDir and group: with the
 write-ahead log nothing is lost (and the repeats are counted); without it, what was received
-but not processed is lost, as seed 004 warns.
+but not processed is lost, as Spark's guide warns for receivers.
 
 The loss is made certain, not left to timing: 100 records are produced, and the batch function
 stalls (rows written, batch never marked done) once the sink holds them. Only then are 300 more

@@ -3,7 +3,7 @@ block's append, what a block holds, and the driver's recovery and bookkeeping.
 
 No broker, no Spark: blocks are written to tmp_path; a recording file system shows the order of
 the calls, and a receiver with a fake consumer shows that a block is synced before its offsets
-are committed (the seed's rule: committing first is how auto-commit loses data).
+are committed (Spark's rule: committing first is how auto-commit loses data).
 """
 
 from __future__ import annotations
