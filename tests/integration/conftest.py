@@ -17,7 +17,7 @@ import pytest
 
 from kafka_direct.testing.broker import EmbeddedBroker
 from kafka_direct.testing.kafka_cluster import KafkaCluster
-from tests.integration.kafka_helpers import create_topic, new_topic_name, broker_kind
+from tests.integration.kafka_helpers import broker_kind, create_topic, new_topic_name
 
 
 @pytest.fixture(scope="session")

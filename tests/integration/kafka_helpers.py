@@ -18,11 +18,11 @@ from kafka_direct.testing.broker import create_topic, delete_topic
 
 __all__ = [
     "Record",
+    "broker_kind",
     "create_topic",
     "delete_topic",
     "new_topic_name",
     "produce_known",
-    "broker_kind",
     "tansu_log_end_workaround",
 ]
 
