@@ -30,7 +30,6 @@ import pytest
 
 from kafka_direct.stores import SqlOffsetStore
 
-
 PG_DSN = os.environ.get("KAFKA_DIRECT_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 MYSQL: dict[str, Any] = {
     "host": os.environ.get("KAFKA_DIRECT_MYSQL_HOST", "127.0.0.1"),
