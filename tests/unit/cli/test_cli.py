@@ -655,3 +655,31 @@ def test_produce_reports_the_time_since_the_command_started(
     assert code == 0
     seconds = float(out.getvalue().split(" in ")[1].split(" s")[0])
     assert seconds >= 0.3
+
+
+# -- consume ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("data", "shown"),
+    [
+        (b"\xff\xfe", "\\xff\\xfe"),  # not UTF-8
+        (b"\x00\x01\x7f", "\\x00\\x01\\x7f"),  # NUL, control, DEL
+        (b"\x1b[31mred", "\\x1b[31mred"),  # a terminal escape sequence
+        (b"a\tb\rc\nd", "a\\tb\\rc\\nd"),  # would shift columns, rewrite or break the line
+        ("h\x07name", "h\\x07name"),  # header names are escaped too
+        (b"\xe2\x80\xa8", "\\u2028"),  # an invisible line separator
+        (b'caf\xc3\xa9 {"k": 1}', 'café {"k": 1}'),  # printable text is left alone
+    ],
+)
+def test_consume_escapes_every_byte_that_is_not_printable_text(
+    data: bytes | str, shown: str
+) -> None:
+    # Issue: --print-headers escaped binary header bytes only partly.
+    from kafka_direct.cli.consume import Line, format_record
+
+    value = data.encode() if isinstance(data, str) else data
+    name = data if isinstance(data, str) else data.decode("utf-8", "surrogateescape")
+    line = format_record(Line(headers=True), value=value, headers=[("h", value), (name, b"v")])
+    assert line == f"h:{shown},{shown}:v\t{shown}"
+    assert line.replace("\t", " ").isprintable()
