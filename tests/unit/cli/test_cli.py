@@ -683,3 +683,17 @@ def test_consume_escapes_every_byte_that_is_not_printable_text(
     line = format_record(Line(headers=True), value=value, headers=[("h", value), (name, b"v")])
     assert line == f"h:{shown},{shown}:v\t{shown}"
     assert line.replace("\t", " ").isprintable()
+
+
+def test_offsets_show_on_a_missing_sqlite_file_says_no_such_store_and_creates_nothing(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue: 'offsets show' against a SQLite URL created the missing file.
+    missing = tmp_path / "typo.db"
+    code = main(["offsets", "show", "--store", f"sqlite://{missing}", "--group", "g"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("kafka-direct: ConfigurationError: Invalid option '--store'")
+    assert f"No such store: the SQLite file {missing} does not exist" in err
+    assert not missing.exists()
+    assert list(tmp_path.iterdir()) == []
