@@ -20,14 +20,18 @@ Every error the library raises on purpose derives from :class:`KafkaDirectError`
 
 Messages are written to be read on their own, outside a stack trace: they name the option or the
 topic-partition, the value that was seen, what was expected, and how to fix it. They never contain
-secrets: anything that may carry configuration goes through
-:func:`kafka_direct.config.kafka.redact`.
+secrets: :class:`ConfigurationError` passes every value through
+:func:`kafka_direct.config.redaction.shown` (secret keys, their near-misses and unknown Kafka keys
+are never echoed), and anything else that may carry configuration goes through
+:func:`kafka_direct.config.redaction.redact`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from kafka_direct.config.redaction import shown as _shown
 
 __all__ = [
     "BatchFailedError",
@@ -59,15 +63,25 @@ class ConfigurationError(KafkaDirectError, ValueError):
     """
 
     def __init__(self, option: str, value: object, expected: str, fix: str | None = None) -> None:
+        # The one place option values enter messages: what may not be shown is never kept.
+        safe = _shown(option, value)
+        if safe is not value and isinstance(value, str) and value.strip():
+            expected = _scrub(expected, value, safe)
+            fix = _scrub(fix, value, safe) if fix else fix
         self.option = option
-        self.value = value
+        self.value = safe
         self.expected = expected
         self.fix = fix
-        shown = "<not set>" if value is None else repr(value)
+        shown = "<not set>" if safe is None else repr(safe)
         message = f"Invalid option '{option}': got {shown}, expected {expected}."
         if fix:
             message += f" {fix}"
         super().__init__(message)
+
+
+def _scrub(text: str, value: str, replacement: object) -> str:
+    # librdkafka quotes a refused value in its own message ('Invalid value "..." for ...').
+    return text.replace(value, str(replacement)).replace(value.strip(), str(replacement))
 
 
 class UnsupportedKafkaOptionError(ConfigurationError):

@@ -31,6 +31,7 @@ PURE = [
     "kafka_direct.config.defaults",
     "kafka_direct.config.dstream",
     "kafka_direct.config.kafka",
+    "kafka_direct.config.redaction",
     "kafka_direct.config.sink",
     "kafka_direct.config.source",
     "kafka_direct.errors",

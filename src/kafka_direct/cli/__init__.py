@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 
-from kafka_direct.cli.common import CLIENT_LOG, EXIT_INTERRUPTED
+from kafka_direct.cli.common import CLIENT_EVENTS_LOG, CLIENT_LOG, EXIT_INTERRUPTED
 from kafka_direct.errors import KafkaDirectError
 
 __all__ = ["main"]
@@ -96,8 +98,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _own_ctrl_c() -> None:
+    """Make Ctrl-C raise KeyboardInterrupt whatever SIGINT disposition was inherited.
+
+    A process started with SIGINT ignored (a background job, nohup, some CI runners) keeps it
+    ignored, and Python then installs no handler: Ctrl-C would never reach the command.
+    """
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    _own_ctrl_c()
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -106,6 +119,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # clients' error_cb reports each cause once and the final message names it, so the raw log
     # of the clients the CLI creates is for --verbose only.
     logging.getLogger(CLIENT_LOG).setLevel(logging.INFO if args.verbose else logging.CRITICAL)
+    # Each client event is logged as a WARNING when first seen; a command that then fails names
+    # the same cause in its one error line, so without --verbose they would only repeat it.
+    logging.getLogger(CLIENT_EVENTS_LOG).setLevel(logging.INFO if args.verbose else logging.ERROR)
     try:
         return int(args.func(args))
     except KafkaDirectError as exc:

@@ -5,12 +5,21 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["CLIENT_LOG", "EXIT_INTERRUPTED", "positive_seconds", "whole_number"]
+__all__ = [
+    "CLIENT_EVENTS_LOG",
+    "CLIENT_LOG",
+    "EXIT_INTERRUPTED",
+    "positive_seconds",
+    "whole_number",
+]
 
 #: Where librdkafka's own log lines go, from every client (see ``kafka_direct.kafka.logs``).
 #: ``cli.main`` shows them with ``--verbose`` only: each cause reaches the user once anyway,
 #: through the clients' ``error_cb`` and the final message.
 CLIENT_LOG = "kafka_direct.librdkafka"
+
+#: Where each client's error events are logged once (``kafka_direct.kafka.events``).
+CLIENT_EVENTS_LOG = "kafka_direct.kafka.events"
 
 #: The exit status after Ctrl-C: the shell's convention for a process ended by SIGINT (128 + 2).
 EXIT_INTERRUPTED = 130

@@ -4,7 +4,8 @@ the user's process.
 It is how users look at what the sink wrote. Each record is one line: its value, preceded (in
 ``kafka-console-consumer``'s order) by the timestamp, partition and offset, headers and key when
 asked. A null key or value prints as ``null``, no headers as ``NO_HEADERS``; bytes that are not
-UTF-8 are shown with backslash escapes, so one line stays one record.
+UTF-8 and control characters (in keys, values, header names and values) are shown as backslash
+escapes, so one line stays one record and nothing reaches the terminal as a control sequence.
 
 The command reads every partition of the topic by ``assign``, from the end (new records only)
 or ``--from-beginning``, and joins no consumer group: it never moves anyone's offsets. It stops
@@ -54,12 +55,30 @@ class Line:
         self.separator = separator
 
 
+_NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape_char(ch: str) -> str:
+    if ch in _NAMED_ESCAPES:
+        return _NAMED_ESCAPES[ch]
+    code = ord(ch)
+    if 0xDC80 <= code <= 0xDCFF:  # a byte that is not UTF-8 (surrogateescape)
+        return f"\\x{code - 0xDC00:02x}"
+    if ch.isprintable():
+        return ch
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
 def _text(data: bytes | str | None) -> str:
+    """``data`` on one line of a terminal: bytes that are not UTF-8 as ``\\xNN``, and every
+    control or invisible character (newline, tab, carriage return, escape sequences, NUL...)
+    escaped, so a record cannot break the line, shift the columns or drive the terminal."""
     if data is None:
         return "null"
-    if isinstance(data, str):
-        return data
-    return data.decode("utf-8", errors="backslashreplace").replace("\n", "\\n")
+    text = data if isinstance(data, str) else data.decode("utf-8", errors="surrogateescape")
+    if text.isprintable() and not any(0xDC80 <= ord(c) <= 0xDCFF for c in text):
+        return text
+    return "".join(_escape_char(ch) for ch in text)
 
 
 def format_record(
@@ -79,7 +98,7 @@ def format_record(
     if line.offset:
         fields.append(f"Partition:{partition}{line.separator}Offset:{offset}")
     if line.headers:
-        shown = ",".join(f"{name}:{_text(data)}" for name, data in headers or ())
+        shown = ",".join(f"{_text(name)}:{_text(data)}" for name, data in headers or ())
         fields.append(shown or "NO_HEADERS")
     if line.key:
         fields.append(_text(key))

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
+from urllib.parse import urlsplit
 
 from kafka_direct.cli.common import positive_seconds
 from kafka_direct.config.kafka import Subscription
@@ -32,8 +34,23 @@ from kafka_direct.stores.url import open_store
 __all__ = ["add_offsets_subcommand", "resolve_reset"]
 
 
+def _refuse_missing_sqlite(url: str) -> None:
+    """``show`` reads; opening a missing SQLite file would create it (an empty store), and a
+    typo in the path would then look like a group without offsets."""
+    parts = urlsplit(url)
+    if parts.scheme.lower() == "sqlite" and parts.path and not os.path.exists(parts.path):
+        raise ConfigurationError(
+            "--store",
+            url,
+            "an existing offset store",
+            f"No such store: the SQLite file {parts.path} does not exist. Check the path; "
+            "'offsets reset' creates the file.",
+        )
+
+
 def _show(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
+    _refuse_missing_sqlite(args.store)
     with open_store(args.store) as store:
         offsets = store.load(args.group)
     if not offsets:

@@ -47,11 +47,8 @@ __all__ = ["Deliveries", "HoldBack", "add_produce_subcommand", "place"]
 
 log = logging.getLogger(__name__)
 
-#: How often the progress bar is redrawn, in seconds: on a terminal, and into a file or pipe
-#: (where every redraw stays in the output).
+#: How often delivery reports are served while sending, in seconds (they feed the progress bar).
 _PROGRESS_EVERY_S = 0.1
-
-_PROGRESS_EVERY_S_PIPED = 1.0
 
 #: Extra time for the final flush beyond message.timeout.ms: librdkafka fails a record that waited
 #: that long, so the flush ends by itself; the margin covers the last in-flight request.
@@ -246,16 +243,34 @@ def _error_text(error: Any) -> str:
 
 
 class _Run:
-    """One ``produce`` run: sends records, keeps the progress bar up to date, drains."""
+    """One ``produce`` run: sends records, keeps the progress bar up to date, drains.
 
-    def __init__(self, producer: Any, args: argparse.Namespace, err: TextIO) -> None:
+    The bar is tqdm's, drawn only when stderr is a terminal: redraws (``\\r``) in a pipe or a
+    log file are noise, and the final line says what was delivered anyway.
+    """
+
+    def __init__(
+        self, producer: Any, args: argparse.Namespace, err: TextIO, began: float | None = None
+    ) -> None:
+        from tqdm import tqdm
+
         self.producer = producer
         self.args = args
         self.err = err
         self.tally = Deliveries()
-        self.began = time.monotonic()
-        self._drawn = self._polled = 0.0
-        self._every_s = _PROGRESS_EVERY_S if err.isatty() else _PROGRESS_EVERY_S_PIPED
+        #: When the command started (before the client was created): what the user waited for.
+        self.began = time.monotonic() if began is None else began
+        self._polled = 0.0
+        self.bar = tqdm(
+            total=args.records,
+            file=err,
+            disable=not err.isatty(),
+            unit=" records",
+            desc="delivered",
+            mininterval=_PROGRESS_EVERY_S,
+            dynamic_ncols=True,
+            leave=True,
+        )
 
     def send(self, partition: int, record: Record) -> None:
         from confluent_kafka import KafkaException
@@ -289,18 +304,17 @@ class _Run:
         return int(remaining)
 
     def progress(self, force: bool = False) -> None:
-        now = time.monotonic()
-        if not force and now - self._drawn < self._every_s:
-            return
-        self._drawn = now
-        total, done = self.args.records, self.tally.delivered
-        width = 30
-        filled = int(width * done / max(total, 1))
-        rate = done / max(now - self.began, 1e-6)
-        bar = "#" * filled + "-" * (width - filled)
-        failed = f", {self.tally.failed} failed" if self.tally.failed else ""
-        self.err.write(f"\r[{bar}] {done}/{total} records delivered ({rate:,.0f}/s){failed}")
-        self.err.flush()
+        """Move the bar to the delivered count (tqdm limits the redraws)."""
+        done = self.tally.delivered
+        if self.tally.failed:
+            self.bar.set_postfix_str(f"{self.tally.failed} failed", refresh=False)
+        if done > self.bar.n:
+            self.bar.update(done - self.bar.n)
+        if force:
+            self.bar.refresh()
+
+    def close(self) -> None:
+        self.bar.close()
 
     def produce_all(self, partitions: int | None) -> int:
         """Send ``--records`` records, each partition's last one alone; see the module docstring."""
@@ -344,11 +358,12 @@ def _produce(
     from kafka_direct.kafka.events import ClientEvents
     from kafka_direct.kafka.translate import kafka_errors
 
+    began = time.monotonic()
     events = ClientEvents("The Kafka producer")
     with kafka_errors("Creating the Kafka producer"):
         producer = (producer_factory or Producer)(_producer_config(args, events))
     partitions, topic_problem = _partition_count(producer, args, events)
-    run = _Run(producer, args, err)
+    run = _Run(producer, args, err, began)
     try:
         remaining = run.produce_all(partitions)
     except KeyboardInterrupt:
@@ -356,14 +371,15 @@ def _produce(
         # A second Ctrl-C ends this wait too (cli.main reports it).
         remaining = producer.flush(_INTERRUPT_FLUSH_S)
         run.progress(force=True)
+        run.close()
         err.write(
-            f"\nkafka-direct: interrupted; {run.tally.delivered} of {args.records} records "
+            f"kafka-direct: interrupted; {run.tally.delivered} of {args.records} records "
             f"were delivered to topic '{args.topic}'"
             + (f", {remaining} still unconfirmed" if remaining else "")
             + "\n"
         )
         return EXIT_INTERRUPTED
-    err.write("\n")
+    run.close()
     return _summary(args, run, remaining, topic_problem, out, err)
 
 

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from kafka_direct.config.clients import executor_consumer_config
 from kafka_direct.config.defaults import SOURCE_OWNED_KAFKA_KEYS
-from kafka_direct.config.kafka import KafkaConfig, redact
+from kafka_direct.config.kafka import KafkaConfig, redact, refuse_jvm_settings
 from kafka_direct.config.source import SourceOptions, parse_source_options
 from kafka_direct.errors import ConfigurationError, UnsupportedKafkaOptionError
 from kafka_direct.offsets import TopicPartition
@@ -63,6 +63,7 @@ def validate_params(
     if not isinstance(params, Mapping):
         raise ConfigurationError("kafkaParams", type(params).__name__, "a dict of librdkafka keys")
     config = {str(k): _param_text(v) for k, v in params.items() if v is not None}
+    refuse_jvm_settings(config, prefix="")
     if not config.get("bootstrap.servers", "").strip():
         raise ConfigurationError(
             "bootstrap.servers",

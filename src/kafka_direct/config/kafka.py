@@ -2,38 +2,76 @@
 
 A librdkafka config travels from the driver to executors and into error messages, so it is an
 immutable mapping whose ``repr``/``str`` never show secret values; :func:`redact` does the same
-for any dict that might be logged. :class:`Subscription` says which partitions a read names
-(Spark's ``subscribe`` / ``subscribePattern`` / ``assign``); both APIs use it.
+for any dict that might be logged (the rule is :mod:`kafka_direct.config.redaction`'s).
+:class:`Subscription` says which partitions a read names (Spark's ``subscribe`` /
+``subscribePattern`` / ``assign``); both APIs use it.
 """
 
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from kafka_direct.config.redaction import REDACTED, is_secret, redact
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.offsets import TopicPartition
 
-__all__ = ["REDACTED", "KafkaConfig", "Subscription", "is_secret", "redact", "refuse_near_misses"]
+__all__ = [
+    "REDACTED",
+    "KafkaConfig",
+    "Subscription",
+    "is_secret",
+    "redact",
+    "refuse_jvm_settings",
+    "refuse_near_misses",
+]
 
-_SECRET_KEY = re.compile(
-    r"password|secret|token|jaas|credential|ssl\.key\.pem|private|oauthbearer\.config", re.I
+
+_SASL_INSTEAD = (
+    "librdkafka has no JAAS. Instead set, for PLAIN or SCRAM: {p}sasl.mechanism "
+    "('PLAIN', 'SCRAM-SHA-256' or 'SCRAM-SHA-512'), {p}sasl.username and {p}sasl.password, with "
+    "{p}security.protocol 'SASL_SSL' (or 'SASL_PLAINTEXT'); for OAUTHBEARER: {p}sasl.mechanism "
+    "'OAUTHBEARER', {p}sasl.oauthbearer.method 'oidc', {p}sasl.oauthbearer.client.id, "
+    "{p}sasl.oauthbearer.client.secret and {p}sasl.oauthbearer.token.endpoint.url; for Kerberos "
+    "(GSSAPI): {p}sasl.kerberos.principal and {p}sasl.kerberos.keytab."
+)
+_TRUSTSTORE_INSTEAD = (
+    "librdkafka reads CA certificates as PEM: set {p}ssl.ca.location to a PEM file (export a JKS "
+    "truststore with 'keytool -exportcert -rfc'), or remove it to use the system's CAs."
 )
 
-REDACTED = "*********(redacted)"
+#: Java client settings librdkafka does not have, and what to set instead.
+JVM_ONLY_KAFKA_KEYS = {
+    "sasl.jaas.config": _SASL_INSTEAD,
+    "sasl.login.callback.handler.class": _SASL_INSTEAD,
+    "sasl.client.callback.handler.class": _SASL_INSTEAD,
+    "ssl.truststore.location": _TRUSTSTORE_INSTEAD,
+    "ssl.truststore.password": _TRUSTSTORE_INSTEAD,
+    "ssl.truststore.type": _TRUSTSTORE_INSTEAD,
+    "ssl.truststore.certificates": "Set {p}ssl.ca.pem to the same PEM text instead.",
+    "ssl.keystore.type": (
+        "librdkafka's keystore is PKCS#12 only ({p}ssl.keystore.location and "
+        "{p}ssl.keystore.password); for PEM set {p}ssl.certificate.location and "
+        "{p}ssl.key.location."
+    ),
+}
 
 
-def is_secret(key: str) -> bool:
-    """Whether an option's value must never be shown (passwords, tokens, keys)."""
-    return _SECRET_KEY.search(key) is not None
-
-
-def redact(config: Mapping[str, object]) -> dict[str, object]:
-    """A copy of ``config`` whose secret-looking values are replaced, safe to log or show."""
-    return {k: (REDACTED if is_secret(k) else v) for k, v in config.items()}
+def refuse_jvm_settings(params: Iterable[str], *, prefix: str = "kafka.") -> None:
+    """Refuse a Java client setting that librdkafka does not have (``sasl.jaas.config`` above
+    all), naming its librdkafka equivalents. ``params`` are librdkafka names without ``prefix``;
+    ``prefix`` is how the user wrote them (``kafka.`` in options, nothing in ``kafkaParams``)."""
+    for name in params:
+        instead = JVM_ONLY_KAFKA_KEYS.get(name.strip().lower())
+        if instead is not None:
+            raise ConfigurationError(
+                prefix + name,
+                REDACTED,
+                "a librdkafka setting: this is a JVM (Java Kafka client) setting",
+                instead.format(p=prefix),
+            )
 
 
 def refuse_near_misses(options: Mapping[str, str], known_names: Iterable[str], what: str) -> None:

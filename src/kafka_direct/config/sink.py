@@ -18,7 +18,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kafka_direct.config.kafka import REDACTED, KafkaConfig, is_secret, refuse_near_misses
+from kafka_direct.config.kafka import (
+    REDACTED,
+    KafkaConfig,
+    is_secret,
+    refuse_jvm_settings,
+    refuse_near_misses,
+)
 from kafka_direct.errors import ConfigurationError, UnsupportedKafkaOptionError
 
 __all__ = [
@@ -237,6 +243,7 @@ def _kafka_params(opts: Mapping[str, str]) -> KafkaConfig:
         if name in SINK_OWNED_KAFKA_KEYS:
             raise _sink_owned(key, shown, SINK_OWNED_KAFKA_KEYS[name])
         params[name] = value  # untouched: a secret may start or end with a space
+    refuse_jvm_settings(params)
     if not params.get("bootstrap.servers", "").strip():
         raise ConfigurationError(
             "kafka.bootstrap.servers",

@@ -27,6 +27,7 @@ from kafka_direct.config.kafka import (
     KafkaConfig,
     Subscription,
     is_secret,
+    refuse_jvm_settings,
     refuse_near_misses,
 )
 from kafka_direct.errors import ConfigurationError, UnsupportedKafkaOptionError
@@ -309,6 +310,7 @@ def _kafka_params(opts: _Options) -> KafkaConfig:
             raise UnsupportedKafkaOptionError(key, shown, SOURCE_OWNED_KAFKA_KEYS[name])
         # Passed through untouched: a secret may legitimately start or end with a space.
         params[name] = opts.raw[key]
+    refuse_jvm_settings(params)
     if not params.get("bootstrap.servers", "").strip():
         raise ConfigurationError(
             "kafka.bootstrap.servers",

@@ -19,8 +19,9 @@ Spark, no Kafka client); the receivers on executors and the supervisor on the Sp
 from __future__ import annotations
 
 import re
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from kafka_direct.errors import ConfigurationError
@@ -28,11 +29,14 @@ from kafka_direct.errors import ConfigurationError
 __all__ = [
     "MAX_BLOCK_BYTES",
     "BlockCutter",
+    "IdleWatch",
     "PauseRule",
     "RateLimiter",
     "RestartDecision",
     "RestartPolicy",
+    "SlotLedger",
     "check_slots",
+    "idle_warning",
     "task_slots",
 ]
 
@@ -149,12 +153,89 @@ def task_slots(
     return max(0, cores // max(1, task_cpus)), local is not None
 
 
-def check_slots(receivers: int, slots: int, *, local: bool, master: str, task_cpus: int) -> None:
+class SlotLedger:
+    """The receivers running in this driver, per Spark application: each holds a task slot for
+    as long as its stream runs, so a new stream must count every stream's receivers, not only
+    its own (two streams of one receiver each on ``local[2]`` left no slot for any batch, and
+    hung without a word). Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[str, dict[str, int]] = {}
+
+    def others(self, app: str, run: str) -> int:
+        """Receivers held in application ``app`` by streams other than ``run``."""
+        with self._lock:
+            return sum(n for r, n in self._held.get(app, {}).items() if r != run)
+
+    def hold(self, app: str, run: str, receivers: int) -> None:
+        with self._lock:
+            self._held.setdefault(app, {})[run] = receivers
+
+    def release(self, app: str, run: str) -> None:
+        with self._lock:
+            self._held.get(app, {}).pop(run, None)
+
+
+class IdleWatch:
+    """Which receivers have run without a partition for ``after_s`` seconds, each said once
+    per episode (a receiver that gets partitions and loses them again is said again).
+
+    A group member without partitions receives nothing and says nothing: the group's other
+    members (of another application, or of an earlier run that has not left yet) may hold every
+    partition, or the group may never finish a rebalance. ``idle`` is fed each receiver's last
+    report; the driver warns for the ones it returns.
+    """
+
+    def __init__(self, after_s: float = 30.0) -> None:
+        self.after_s = after_s
+        self._since: dict[int, float] = {}
+        self._said: set[int] = set()
+
+    def idle(self, reports: Iterable[tuple[int, str, bool]], now: float) -> list[int]:
+        """``reports``: (receiver, state, has partitions). The receivers to warn about now."""
+        due = []
+        for receiver, state, assigned in reports:
+            if state not in ("running", "paused") or assigned:
+                self._since.pop(receiver, None)
+                self._said.discard(receiver)
+                continue
+            since = self._since.setdefault(receiver, now)
+            if now - since >= self.after_s and receiver not in self._said:
+                self._said.add(receiver)
+                due.append(receiver)
+        return due
+
+
+def idle_warning(receivers: list[int], group: str, topics: Iterable[str], seconds: float) -> str:
+    """The warning for receivers that have had no partition for ``seconds``."""
+    named = ", ".join(str(r) for r in receivers)
+    return (
+        f"Receiver(s) {named} of group '{group}' have had no partition of "
+        f"{', '.join(topics)} for {seconds:g} s and receive nothing. Check the group's members "
+        f"('kafka-consumer-groups --describe --group {group} --members'): another application, "
+        "or members of an earlier run that have not left yet (they are dropped after the "
+        "group's session.timeout.ms), may hold the partitions; more receivers than partitions "
+        "leaves some idle; and a group that never finishes a rebalance shows no members with "
+        "partitions"
+    )
+
+
+def check_slots(
+    receivers: int,
+    slots: int,
+    *,
+    local: bool,
+    master: str,
+    task_cpus: int,
+    others: int = 0,
+) -> None:
     """Refuse a stream whose receivers would leave no task slot for its batches: each receiver
-    holds a slot for as long as the stream runs (Spark Streaming's rule: cores > receivers)."""
-    if slots > receivers:
+    holds a slot for as long as the stream runs (Spark Streaming's rule: cores > receivers).
+    ``others``: receivers of the application's other running streams, which hold slots too."""
+    if slots > receivers + others:
         return
-    need = receivers + 1
+    need = receivers + others + 1
     cpus = f" with spark.task.cpus={task_cpus}" if task_cpus > 1 else ""
     if local:
         fix = (
@@ -166,10 +247,20 @@ def check_slots(receivers: int, slots: int, *, local: bool, master: str, task_cp
             "Give the application more cores (spark.executor.instances x spark.executor.cores, "
             "or spark.cores.max on a standalone cluster), or pass fewer numReceivers."
         )
+    running = (
+        f" Other receiver streams of this application hold {others} slot(s) already "
+        f"({receivers} for this one)."
+        if others
+        else ""
+    )
+    if others:
+        fix = fix.replace(
+            "pass fewer numReceivers", "stop another stream, or pass fewer numReceivers"
+        )
     raise ConfigurationError(
         "numReceivers",
         receivers,
         f"fewer receivers than Spark's task slots ({slots} for spark.master={master}{cpus})",
         f"Each receiver occupies a task slot for as long as the stream runs, and the batches "
-        f"need at least one more: {need} slots in all. {fix}",
+        f"need at least one more: {need} slots in all.{running} {fix}",
     )

@@ -44,7 +44,14 @@ from kafka_direct.dstream.receiver_control import (
     read_status,
     write_probe,
 )
-from kafka_direct.dstream.receiver_policy import RestartPolicy, check_slots, task_slots
+from kafka_direct.dstream.receiver_policy import (
+    IdleWatch,
+    RestartPolicy,
+    SlotLedger,
+    check_slots,
+    idle_warning,
+    task_slots,
+)
 from kafka_direct.errors import ConfigurationError, ReceiverFailedError, TopicNotFoundError
 
 __all__ = ["ReceiverFailedError", "ReceiverSupervisor", "check_kafka"]
@@ -54,6 +61,12 @@ log = logging.getLogger(__name__)
 #: How often the driver beats, and how long receivers wait for a silent driver.
 BEAT_INTERVAL_S = 2.0
 ORPHAN_TIMEOUT_S = 60.0
+#: Every receiver stream running in this driver, for the slot check.
+SLOTS = SlotLedger()
+
+#: How long a running receiver may go without a partition before the driver warns.
+IDLE_WARNING_S = 30.0
+
 #: How long executors may take to register before the slot check gives up (not local).
 _EXECUTOR_WAIT_S = 30.0
 #: A Python error line inside Spark's error text: "kafka_direct.errors.KafkaClientError: ...".
@@ -85,6 +98,7 @@ class ReceiverSupervisor:
         self._threads: list[threading.Thread] = []
         self._restarts = [0] * config.num_receivers
         self.slots = 0
+        self._app = str(getattr(self._sc, "applicationId", "") or id(self._sc))
 
     # -- before start ---------------------------------------------------------------------------
 
@@ -100,10 +114,20 @@ class ReceiverSupervisor:
             slots, local = task_slots(
                 master, int(self._sc.defaultParallelism), cpus, os.cpu_count() or 1
             )
-            if slots > self.config.num_receivers or local or time.monotonic() > deadline:
+            others = SLOTS.others(self._app, self.run)
+            if slots > self.config.num_receivers + others or local:
+                break
+            if time.monotonic() > deadline:
                 break
             time.sleep(1.0)  # executors may still be registering
-        check_slots(self.config.num_receivers, slots, local=local, master=master, task_cpus=cpus)
+        check_slots(
+            self.config.num_receivers,
+            slots,
+            local=local,
+            master=master,
+            task_cpus=cpus,
+            others=others,
+        )
         self.slots = slots
         # One task per slot reaches every executor (Spark spreads them); a local master has
         # one machine and one file system, so one task says all there is to say.
@@ -136,6 +160,7 @@ class ReceiverSupervisor:
     # -- running --------------------------------------------------------------------------------
 
     def start(self) -> None:
+        SLOTS.hold(self._app, self.run, self.config.num_receivers)
         self._beacon.clear()
         self._beacon.beat()
         beat = threading.Thread(target=self._beat, name=f"kafka-direct-beat-{self.run}")
@@ -180,10 +205,27 @@ class ReceiverSupervisor:
             self._sc.cancelJobsWithTag(self._tag)
             for thread in self._threads:
                 thread.join(10.0)
+        SLOTS.release(self._app, self.run)
         self._beacon.clear()
 
+    def _watch_idle(self, watch: IdleWatch) -> None:
+        """Warn about receivers that have run without a partition for IDLE_WARNING_S."""
+        reports = [
+            (s.receiver, s.state, bool(s.assignment)) for s in self.statuses() if s.run == self.run
+        ]
+        idle = watch.idle(reports, time.monotonic())
+        if idle:
+            log.warning(
+                "%s", idle_warning(idle, self.config.group, self.config.topics, watch.after_s)
+            )
+
     def _beat(self) -> None:
+        watch = IdleWatch(IDLE_WARNING_S)
         while not self._stopping.wait(BEAT_INTERVAL_S):
+            try:
+                self._watch_idle(watch)
+            except (OSError, ValueError) as exc:  # a warning must never stop the heartbeat
+                log.debug("Could not read the receivers' reports: %s", exc)
             owner = self._beacon.owner()
             if owner is not None and owner != self.run:
                 self._on_failure(

@@ -26,7 +26,7 @@ from kafka_direct.consumer.rows import schema_ddl
 from kafka_direct.dstream.wal import read_block
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.logs import ensure_worker_logging
-from kafka_direct.source.registration import register_with_worker_site
+from kafka_direct.source.registration import register_once
 
 __all__ = [
     "FORMAT",
@@ -104,6 +104,4 @@ class WalBlocksDataSource(DataSource):
 def register_wal_source(spark: Any, *, fast_worker_start: bool = True) -> None:
     """Register ``kafka_direct_wal`` (:class:`WalBlocksDataSource`) in ``spark``, with the
     workers' environment of :mod:`kafka_direct.source.registration` when it can."""
-    if fast_worker_start and register_with_worker_site(spark, WalBlocksDataSource):
-        return
-    spark.dataSource.register(WalBlocksDataSource)
+    register_once(spark, WalBlocksDataSource, fast_worker_start=fast_worker_start)

@@ -18,7 +18,7 @@ from confluent_kafka import KafkaError
 
 from kafka_direct.errors import KafkaClientError
 
-__all__ = ["ClientEvents"]
+__all__ = ["ClientEvents", "reach_advice"]
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +126,18 @@ class ClientEvents:
         return "; ".join(f"{_with_hint(name, text)} ({name})" for name, text in seen[:2])
 
 
+def reach_advice(cause: str) -> str:
+    """The general advice for a cluster that could not be reached, unless ``cause`` (a
+    :meth:`ClientEvents.summary`) already says what to check: given twice it is noise, and after
+    an authentication or TLS failure "check that the brokers are running" misleads."""
+    if _HINTED in cause or "check " in cause.lower():
+        return ""
+    return " Check the address and that the brokers are running."
+
+
+_HINTED = " -> "
+
+
 def _with_hint(name: str, text: str) -> str:
     hint = _hint(name, text)
-    return f"{text} -> {hint}" if hint else text
+    return f"{text}{_HINTED}{hint}" if hint else text

@@ -43,7 +43,7 @@ from confluent_kafka.admin import OffsetSpec as _CkOffsetSpec  # type: ignore[at
 from kafka_direct.config.kafka import KafkaConfig, Subscription
 from kafka_direct.errors import KafkaClientError, OffsetsUnavailableError, TopicNotFoundError
 from kafka_direct.kafka.admin import new_admin_client
-from kafka_direct.kafka.events import ClientEvents
+from kafka_direct.kafka.events import ClientEvents, reach_advice
 from kafka_direct.kafka.groups import fetch_group_offsets
 from kafka_direct.kafka.translate import kafka_errors, translate
 from kafka_direct.offsets import PartitionOffsets, TopicPartition
@@ -161,9 +161,8 @@ class AdminOffsetReader:
                 )
             raise KafkaClientError(
                 f"Could not reach the Kafka cluster at {self._bootstrap()} within "
-                f"{self._connect_timeout_s:g} s: {cause}. Check the address and that the "
-                "brokers are running; once a query has reached its cluster, later outages are "
-                "waited out.",
+                f"{self._connect_timeout_s:g} s: {cause}.{reach_advice(cause)} Once a query "
+                "has reached its cluster, later outages are waited out.",
                 code=fatal.code if fatal is not None else exc.code,
                 retriable=False,
             ) from exc

@@ -11,6 +11,7 @@ it (``retriable``): librdkafka's own flag is False for most transient failures.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Iterator, Mapping
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -19,7 +20,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 
-from kafka_direct.config.kafka import REDACTED, is_secret
+from kafka_direct.config.redaction import SAFE_KAFKA_KEYS, SECRET_KEYS
 from kafka_direct.errors import ConfigurationError, KafkaClientError, TopicNotFoundError
 
 __all__ = ["config_error", "kafka_errors", "translate"]
@@ -79,7 +80,7 @@ def kafka_errors(context: str) -> Iterator[None]:
 
 
 # librdkafka's wording when it refuses a setting at client creation.
-_BAD_PROPERTY = re.compile(r'configuration property:? "([^"]+)"')
+_BAD_PROPERTY = re.compile(r'property:? "([^"]+)"')
 
 
 def config_error(
@@ -102,11 +103,12 @@ def config_error(
             f"librdkafka refused the client configuration: {text}. Check the '{prefix}' options; "
             "if none of them is involved, the installed librdkafka may be too old.",
         )
-    value = REDACTED if is_secret(name) else user[name]
+    close = difflib.get_close_matches(name.lower(), SAFE_KAFKA_KEYS | SECRET_KEYS, 1, 0.8)
+    guess = f" Did you mean '{prefix}{close[0]}'?" if close and close[0] != name else ""
     return ConfigurationError(
         prefix + name,
-        value,
+        user[name],  # ConfigurationError decides whether it may be shown
         "a setting librdkafka accepts",
-        f"librdkafka refused it: {text}. Check the name and value against librdkafka's "
+        f"librdkafka refused it: {text}.{guess} Check the name and value against librdkafka's "
         "CONFIGURATION.md (most Java client settings have the same name).",
     )

@@ -29,6 +29,7 @@ such as ``vaule`` does not go unnoticed.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -119,7 +120,8 @@ def plan_columns(fields: Sequence[tuple[str, str]], topic: str | None) -> SinkCo
             None,
             "The Kafka sink needs a 'value' column (string or binary); the DataFrame has "
             f"{_listed(names) or 'no columns'}.",
-            "Select or alias one, e.g. df.select(to_json(struct('*')).alias('value')).",
+            _did_you_mean("value", ignored)
+            + "Select or alias one, e.g. df.select(to_json(struct('*')).alias('value')).",
         )
     overridden = topic is not None and "topic" in found
     for role, (_, name, kind) in found.items():
@@ -139,7 +141,8 @@ def plan_columns(fields: Sequence[tuple[str, str]], topic: str | None) -> SinkCo
             "topic",
             None,
             "a topic for the records: the 'topic' option, or a 'topic' column",
-            "Set .option('topic', 'name'), or add a string column 'topic'.",
+            _did_you_mean("topic", ignored)
+            + "Set .option('topic', 'name'), or add a string column 'topic'.",
         )
 
     def at(role: str) -> int | None:
@@ -170,11 +173,30 @@ def _listed(names: Sequence[str]) -> str:
     return ", ".join(f"'{n}'" for n in names)
 
 
+def _close_column(name: str, roles: Sequence[str]) -> str | None:
+    close = difflib.get_close_matches(name.lower(), roles, n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
+def _did_you_mean(role: str, ignored: Sequence[str]) -> str:
+    """ "Did you mean ...?" for an ignored column that looks like a misspelt ``role``, or ''."""
+    typos = [name for name in ignored if _close_column(name, [role]) is not None]
+    if not typos:
+        return ""
+    return f"Did you mean '{role}' (the column '{typos[0]}' is ignored)? "
+
+
 def ignored_columns_warning(columns: SinkColumns) -> str | None:
     """The one warning for columns the sink does not write, or None."""
     if not columns.ignored:
         return None
+    guesses = []
+    for name in columns.ignored:
+        role = _close_column(name, list(ALLOWED_TYPES))
+        if role is not None:
+            guesses.append(f"'{name}' -> did you mean '{role}'?")
+    guessed = f" {'; '.join(guesses)}" if guesses else ""
     return (
         f"The Kafka sink ignores column(s) {_listed(columns.ignored)}: it writes only value, "
-        "key, headers, topic and partition (a misspelt name is ignored too)."
+        f"key, headers, topic and partition (a misspelt name is ignored too).{guessed}"
     )

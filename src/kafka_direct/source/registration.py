@@ -83,13 +83,35 @@ FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
 
 def register(spark: Any, *, fast_worker_start: bool = True) -> None:
-    """Register the ``kafka_direct`` format with ``spark`` (once per session is enough)."""
+    """Register the ``kafka_direct`` format with ``spark``, once per session: a session that
+    has it already is left alone (Spark logs a WARN at every replacement, and every DStream and
+    receiver start calls this)."""
     from kafka_direct.source.datasource import KafkaDirectDataSource
 
     _enable_filter_pushdown(spark)
-    if fast_worker_start and register_with_worker_site(spark, KafkaDirectDataSource):
+    register_once(spark, KafkaDirectDataSource, fast_worker_start=fast_worker_start)
+
+
+def register_once(spark: Any, source: Any, *, fast_worker_start: bool = True) -> None:
+    """Register the Python data source class ``source`` unless ``spark`` has its name already."""
+    if is_registered(spark, source.name()):
         return
-    spark.dataSource.register(KafkaDirectDataSource)
+    if fast_worker_start and register_with_worker_site(spark, source):
+        return
+    spark.dataSource.register(source)
+
+
+def is_registered(spark: Any, name: str) -> bool:
+    """Whether the session has a Python data source called ``name``. False when it cannot
+    tell (Spark Connect, another PySpark): registering again is harmless, only noisy."""
+    jsession = getattr(spark, "_jsparkSession", None)
+    if jsession is None:
+        return False
+    try:
+        return bool(jsession.sessionState().dataSourceManager().dataSourceExists(name))
+    except Exception as exc:  # noqa: BLE001 - py4j raises its own errors for a missing method
+        logger.debug("Could not ask whether %s is registered: %s", name, exc)
+        return False
 
 
 def _enable_filter_pushdown(spark: Any) -> None:

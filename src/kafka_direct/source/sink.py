@@ -36,7 +36,7 @@ from kafka_direct.config.sink import SinkOptions, connection_config, parse_sink_
 from kafka_direct.consumer.pool import config_fingerprint
 from kafka_direct.errors import ConfigurationError, KafkaClientError, KafkaDirectError
 from kafka_direct.kafka.admin import check_producer_config, new_admin_client
-from kafka_direct.kafka.events import ClientEvents
+from kafka_direct.kafka.events import ClientEvents, reach_advice
 from kafka_direct.kafka.translate import kafka_errors
 from kafka_direct.logs import RepeatLimiter, ensure_worker_logging
 from kafka_direct.producer.columns import ignored_columns_warning, plan_columns
@@ -137,8 +137,8 @@ def _check_cluster(opts: SinkOptions) -> None:
         )
         raise KafkaClientError(
             f"The Kafka sink could not reach the cluster at 'kafka.bootstrap.servers'="
-            f"{opts.bootstrap_servers!r} within {CONNECT_TIMEOUT_S:g} s: {said}. Check the address "
-            "and that the brokers are running; nothing was written.",
+            f"{opts.bootstrap_servers!r} within {CONNECT_TIMEOUT_S:g} s: {said}."
+            f"{reach_advice(said)} Nothing was written.",
             code=exc.code,
             retriable=False,
         ) from exc

@@ -178,14 +178,21 @@ class FakeProducer:
         return len(self.queue)
 
 
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
 def _produce_args(*extra: str) -> Any:
     return build_parser().parse_args(
         ["produce", "--bootstrap-servers", "fake:9092", "--topic", "t", *extra]
     )
 
 
-def _run_produce(fake_of: Callable[[dict[str, Any]], FakeProducer], *extra: str) -> Any:
-    out, err = io.StringIO(), io.StringIO()
+def _run_produce(
+    fake_of: Callable[[dict[str, Any]], FakeProducer], *extra: str, tty: bool = False
+) -> Any:
+    out, err = io.StringIO(), (_Tty() if tty else io.StringIO())
     made: list[FakeProducer] = []
 
     def factory(config: dict[str, Any]) -> FakeProducer:
@@ -202,6 +209,7 @@ def test_produce_sends_each_partitions_last_record_alone_after_everything_else_i
     run = _run_produce(
         lambda c: FakeProducer(c, {"t": _topic(3)}),
         *("--records", "10", "--kind", "bytes", "--size", "4"),
+        tty=True,
     )
     make = _payloads("bytes", 4, random.Random(42))
     index = {make(i)[1]: i for i in range(10)}
@@ -224,7 +232,7 @@ def test_produce_sends_each_partitions_last_record_alone_after_everything_else_i
     assert run.code == 0
     assert run.out.startswith("Delivered 10 records to topic 't' in ")
     assert run.out.endswith(" s (per partition: 0=4 1=3 2=3)\n")
-    assert "10/10 records delivered" in run.err
+    assert "10/10" in run.err and "records/s" in run.err  # tqdm's bar, on a terminal
 
 
 def test_produce_places_keyed_records_by_murmur2_so_a_key_stays_in_one_partition() -> None:
@@ -258,17 +266,17 @@ def test_produce_checks_every_delivery_report_and_names_the_failed_count_causes_
         return KafkaError(KafkaError._MSG_TIMED_OUT) if i == 5 else None
 
     run = _run_produce(
-        lambda c: FakeProducer(c, {"t": _topic(2)}, outcome=outcome), "--records", "10"
+        lambda c: FakeProducer(c, {"t": _topic(2)}, outcome=outcome), "--records", "10", tty=True
     )
     assert run.code == 1
     assert run.out == ""
     assert run.err.endswith(
-        "\nkafka-direct: 4 of 10 records were not delivered to topic 't': "
+        "kafka-direct: 4 of 10 records were not delivered to topic 't': "
         "Broker: Unknown topic or partition (UNKNOWN_TOPIC_OR_PART): 3 records; "
         "Local: Message timed out (_MSG_TIMED_OUT): 1 record\n"
     )
     # The progress bar counts delivered records, not queued ones.
-    assert "6/10 records delivered" in run.err and ", 4 failed" in run.err
+    assert "6/10" in run.err and "4 failed" in run.err
     assert "10/10" not in run.err
 
 
@@ -362,9 +370,7 @@ def test_produce_interrupted_reports_what_was_delivered_and_exits_130() -> None:
         lambda c: FakeProducer(c, {"t": _topic(1)}, interrupt_at=4), "--records", "10"
     )
     assert run.code == 130
-    assert run.err.endswith(
-        "\nkafka-direct: interrupted; 4 of 10 records were delivered to topic 't'\n"
-    )
+    assert run.err == "kafka-direct: interrupted; 4 of 10 records were delivered to topic 't'\n"
     assert "Traceback" not in run.err
 
 
@@ -375,11 +381,6 @@ def _lag_args(*extra: str) -> Any:
     return build_parser().parse_args(
         ["lag", "--bootstrap-servers", "fake:9092", "--group", "g", *extra]
     )
-
-
-class _Tty(io.StringIO):
-    def isatty(self) -> bool:
-        return True
 
 
 def _fake_lag(ends: list[int]) -> Callable[..., list[LagRow]]:
@@ -630,3 +631,69 @@ def test_reset_refuses_what_the_source_would_refuse(
     with pytest.raises(ConfigurationError) as info:
         resolve_reset(_cluster().reader(), topics, to)
     assert str(info.value) == message
+
+
+def test_produce_into_a_pipe_draws_no_progress_bar() -> None:
+    # Issue: hand-written "\\r" redraws went into pipes and log files.
+    run = _run_produce(lambda c: FakeProducer(c, {"t": _topic(2)}), "--records", "10")
+    assert run.code == 0
+    assert run.err == ""
+    assert run.out.startswith("Delivered 10 records to topic 't' in ")
+
+
+def test_produce_reports_the_time_since_the_command_started(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Issue: "Delivered 100 records in 0.00 s" for a 0.47 s run: the clock started after the
+    # client was created and the topic looked up. A slow client creation must be counted.
+    def slow(config: dict[str, Any]) -> FakeProducer:
+        time.sleep(0.3)
+        return FakeProducer(config, {"t": _topic(1)})
+
+    out, err = io.StringIO(), io.StringIO()
+    code = _produce(_produce_args("--records", "3"), out, err, producer_factory=slow)
+    assert code == 0
+    seconds = float(out.getvalue().split(" in ")[1].split(" s")[0])
+    assert seconds >= 0.3
+
+
+# -- consume ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("data", "shown"),
+    [
+        (b"\xff\xfe", "\\xff\\xfe"),  # not UTF-8
+        (b"\x00\x01\x7f", "\\x00\\x01\\x7f"),  # NUL, control, DEL
+        (b"\x1b[31mred", "\\x1b[31mred"),  # a terminal escape sequence
+        (b"a\tb\rc\nd", "a\\tb\\rc\\nd"),  # would shift columns, rewrite or break the line
+        ("h\x07name", "h\\x07name"),  # header names are escaped too
+        (b"\xe2\x80\xa8", "\\u2028"),  # an invisible line separator
+        (b'caf\xc3\xa9 {"k": 1}', 'café {"k": 1}'),  # printable text is left alone
+    ],
+)
+def test_consume_escapes_every_byte_that_is_not_printable_text(
+    data: bytes | str, shown: str
+) -> None:
+    # Issue: --print-headers escaped binary header bytes only partly.
+    from kafka_direct.cli.consume import Line, format_record
+
+    value = data.encode() if isinstance(data, str) else data
+    name = data if isinstance(data, str) else data.decode("utf-8", "surrogateescape")
+    line = format_record(Line(headers=True), value=value, headers=[("h", value), (name, b"v")])
+    assert line == f"h:{shown},{shown}:v\t{shown}"
+    assert line.replace("\t", " ").isprintable()
+
+
+def test_offsets_show_on_a_missing_sqlite_file_says_no_such_store_and_creates_nothing(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue: 'offsets show' against a SQLite URL created the missing file.
+    missing = tmp_path / "typo.db"
+    code = main(["offsets", "show", "--store", f"sqlite://{missing}", "--group", "g"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("kafka-direct: ConfigurationError: Invalid option '--store'")
+    assert f"No such store: the SQLite file {missing} does not exist" in err
+    assert not missing.exists()
+    assert list(tmp_path.iterdir()) == []

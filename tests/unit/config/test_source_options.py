@@ -700,10 +700,8 @@ SECRETS = {
     "kafka.ssl.key.password": "SSL-KEY-PW-s3cr3t",
     "kafka.ssl.keystore.password": "KEYSTORE-PW-s3cr3t",
     "kafka.sasl.oauthbearer.client.secret": "OAUTH-CLIENT-s3cr3t",
-    "kafka.sasl.jaas.config": (
-        "org.apache.kafka.common.security.plain.PlainLoginModule required "
-        'username="alice" password="JAAS-PW-s3cr3t";'
-    ),
+    # sasl.jaas.config is refused (a JVM setting): librdkafka's unsecured-JWT config stands in.
+    "kafka.sasl.oauthbearer.config": "principal=alice scope=x extension_pw=JAAS-PW-s3cr3t",
     "kafka.sasl.oauthbearer.assertion.private.key.passphrase": "PASSPHRASE-s3cr3t",
     "kafka.ssl.key.pem": "-----BEGIN PRIVATE KEY-----PEM-s3cr3t-----END PRIVATE KEY-----",
     "kafka.sasl.oauthbearer.token.endpoint.url": "https://idp.example/t?token=TOKEN-s3cr3t",

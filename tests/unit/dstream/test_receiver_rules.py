@@ -20,10 +20,13 @@ from kafka_direct.dstream.receiver_control import (
 )
 from kafka_direct.dstream.receiver_policy import (
     BlockCutter,
+    IdleWatch,
     PauseRule,
     RateLimiter,
     RestartPolicy,
+    SlotLedger,
     check_slots,
+    idle_warning,
     task_slots,
 )
 from kafka_direct.dstream.receiver_progress import ReceiverBatchInfo, merge_ranges
@@ -215,3 +218,44 @@ def test_receiver_status_round_trips_through_its_file(tmp_path: Path) -> None:
     seen = read_status(str(tmp_path), 2)
     assert seen is not None and seen.paused and seen.records == 7 and seen.updated > 0
     assert read_status(str(tmp_path), 3) is None
+
+
+def test_the_slot_check_counts_the_receivers_of_the_applications_other_streams() -> None:
+    # Issue: two streams of one receiver each on local[2] hung silently: each counted only its
+    # own receivers against the slots.
+    ledger = SlotLedger()
+    check_slots(1, 2, local=True, master="local[2]", task_cpus=1, others=ledger.others("a", "r2"))
+    ledger.hold("a", "r1", 1)
+    assert ledger.others("a", "r2") == 1
+    assert ledger.others("a", "r1") == 0  # a stream does not count itself twice
+    assert ledger.others("b", "r9") == 0  # another application has slots of its own
+    with pytest.raises(ConfigurationError) as info:
+        check_slots(
+            1, 2, local=True, master="local[2]", task_cpus=1, others=ledger.others("a", "r2")
+        )
+    message = str(info.value)
+    assert "Other receiver streams of this application hold 1 slot(s) already" in message
+    assert "3 slots in all" in message and "local[3] or more" in message
+    assert "stop another stream" in message
+    ledger.release("a", "r1")
+    assert ledger.others("a", "r2") == 0
+
+
+def test_a_receiver_without_partitions_is_reported_once_after_the_delay() -> None:
+    watch = IdleWatch(after_s=30)
+    assert watch.idle([(0, "starting", False)], now=0) == []  # not subscribed yet
+    assert watch.idle([(0, "running", False), (1, "running", True)], now=1) == []
+    assert watch.idle([(0, "running", False), (1, "running", True)], now=30.9) == []
+    assert watch.idle([(0, "running", False), (1, "running", True)], now=31) == [0]
+    assert watch.idle([(0, "running", False)], now=90) == []  # said once
+    assert watch.idle([(0, "running", True)], now=91) == []  # got partitions
+    assert watch.idle([(0, "paused", False)], now=92) == []  # lost them: a new episode
+    assert watch.idle([(0, "paused", False)], now=122) == [0]
+    assert watch.idle([(0, "stopped", False)], now=200) == []
+
+
+def test_the_idle_warning_names_the_group_and_what_to_check() -> None:
+    text = idle_warning([0, 1], "billing", ["events"], 30)
+    assert text.startswith("Receiver(s) 0, 1 of group 'billing' have had no partition of events")
+    for check in ("--describe --group billing", "session.timeout.ms", "more receivers than"):
+        assert check in text

@@ -12,7 +12,7 @@ from confluent_kafka import KafkaError, KafkaException
 from kafka_direct.consumer import fetch
 from kafka_direct.consumer.fetch import PartitionConsumer, fetch_range
 from kafka_direct.errors import FetchTimeoutError, KafkaClientError
-from kafka_direct.kafka.events import ClientEvents
+from kafka_direct.kafka.events import ClientEvents, reach_advice
 from kafka_direct.kafka.offset_reader import AdminOffsetReader
 from kafka_direct.offsets import OffsetRange
 from tests.unit.fakes import FakeClock, FakeConsumer, FakeLog
@@ -342,3 +342,25 @@ def test_an_old_tls_event_does_not_stop_the_retries_of_a_later_call() -> None:
         reader.topic_partitions()  # nothing new reported: retried, and the cause is the failure
     assert admins[0].requests == 2 + 3
     assert "after 3 attempt(s)" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("code", "text", "advised"),
+    [
+        # Authentication: "check the brokers are running" would mislead.
+        (KafkaError._AUTHENTICATION, "SASL authentication error: Authentication failed", False),
+        (KafkaError._SSL, "SSL handshake failed", False),
+        # Connection refused: the hint says so already; the advice once is enough.
+        (KafkaError._TRANSPORT, "Connect to ipv4#127.0.0.1:1 failed: Connection refused", False),
+        # A cause without a hint of its own gets the general advice.
+        (KafkaError._TRANSPORT, "Disconnected while requesting ApiVersion", True),
+    ],
+)
+def test_the_reach_advice_is_given_once_and_never_for_authentication(
+    code: int, text: str, advised: bool
+) -> None:
+    events = ClientEvents("The Kafka admin client")
+    events(KafkaError(code, text))
+    cause = events.summary()
+    assert bool(reach_advice(cause)) is advised
+    assert (cause + reach_advice(cause)).lower().count("running") <= 1

@@ -149,3 +149,32 @@ def test_other_columns_get_one_warning_that_names_them() -> None:
 def test_columns_pickle() -> None:
     cols = plan_columns([("value", "string"), ("key", "binary"), ("topic", "string")], None)
     assert pickle.loads(pickle.dumps(cols)) == cols
+
+
+@pytest.mark.parametrize("typo", ["vaule", "valeu", "Vlaue", "values"])
+def test_a_misspelt_value_column_gets_did_you_mean(typo: str) -> None:
+    # Issue: a column typo got no "did you mean 'value'?", while option typos did.
+    with pytest.raises(SinkColumnError) as info:
+        plan_columns([(typo, "string"), ("key", "string")], "t")
+    assert f"Did you mean 'value' (the column '{typo}' is ignored)?" in str(info.value)
+
+
+def test_a_missing_value_with_no_lookalike_gets_no_guess() -> None:
+    with pytest.raises(SinkColumnError) as info:
+        plan_columns([("word", "string"), ("count", "bigint")], "t")
+    assert "Did you mean" not in str(info.value)
+    assert "'word', 'count'" in str(info.value)
+
+
+def test_a_misspelt_topic_column_gets_did_you_mean() -> None:
+    with pytest.raises(ConfigurationError) as info:
+        plan_columns([("value", "string"), ("topci", "string")], None)
+    assert "Did you mean 'topic' (the column 'topci' is ignored)?" in str(info.value)
+
+
+def test_the_ignored_columns_warning_guesses_each_typo() -> None:
+    cols = plan_columns([("value", "string"), ("kye", "string"), ("ts", "timestamp")], "t")
+    warning = ignored_columns_warning(cols)
+    assert warning is not None
+    assert warning.endswith("'kye' -> did you mean 'key'?")
+    assert "'ts' ->" not in warning
