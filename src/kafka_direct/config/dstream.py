@@ -122,6 +122,7 @@ _PASS_THROUGH = {
         "fetchOffset.unavailableTimeout",
         "minPartitions",
         "maxRecordsPerPartition",
+        "maxRecordsPerTask",
         "groupIdPrefix",
         "consumerCache.enabled",
         "consumerCache.capacity",
