@@ -16,10 +16,15 @@ consumer queue. One loop takes records off that queue and keeps each against its
   returns one Arrow batch of rows of several partitions per read; on the Python path each read
   gives one batch per partition.
 
-A partition that the data-loss policy repositions (records gone) is repositioned by assigning
-the task's unfinished ranges again at their next offsets: losses are rare, and this needs no
-per-partition seek. Several ranges of one partition in one task (a filter narrowed it to
-stretches with gaps between) are read in rounds, one range per partition per round.
+A pooled consumer keeps its assignment, and its queue, when the next task reads the same
+partitions from exactly where their queues stand (consecutive micro-batches of busy
+partitions, packed the same way): re-assigning would throw the prefetched records away and wait
+for the fetch in flight. Otherwise the task assigns its partitions afresh. A partition that the
+data-loss policy repositions (records gone) is repositioned by assigning the task's unfinished
+ranges again at their next offsets: losses are rare, and this needs no per-partition seek.
+
+Several ranges of one partition in one task (a filter narrowed it to stretches with gaps
+between) are read in rounds, one range per partition per round.
 """
 
 from __future__ import annotations
@@ -56,28 +61,47 @@ News = tuple[int, int, bool, int | None]
 
 
 class GroupConsumer(PartitionConsumer):
-    """A consumer assigned to the partitions of a packed task (see the module docstring)."""
+    """A consumer assigned to the partitions of a packed task, plus what *we* know of its
+    queue: per partition, the offset after the last record (or the log end) taken off it. A
+    pooled one whose assignment and positions are exactly where the next task starts keeps
+    its queue, prefetched records included (see :meth:`stands_at`)."""
 
     def __init__(self, consumer: Any, events: Any = None) -> None:
         super().__init__(consumer, events)
         #: Partitions the data-loss checks moved, and where to: applied by re-assigning.
         self.moved: dict[tuple[str, int], int] = {}
+        #: Where the queue stands, per assigned partition (absent: not known).
+        self.positions: dict[tuple[str, int], int] = {}
+        self._assignment: frozenset[tuple[str, int]] = frozenset()
+
+    def stands_at(self, starts: Sequence[tuple[str, int, int]]) -> bool:
+        """Whether the consumer is assigned exactly these partitions, each queue standing at
+        its ``offset``: then the next records it delivers are those wanted, in order."""
+        positions = self.positions
+        return self._assignment == frozenset((t, p) for t, p, _ in starts) and all(
+            positions.get((t, p)) == o for t, p, o in starts
+        )
 
     def assign_all(self, starts: Sequence[tuple[str, int, int]]) -> None:
         """Assign exactly these ``(topic, partition, offset)``."""
         self.moved.clear()
         self.next_offset = None
+        self._assignment = frozenset()
+        self.positions = {}
         with kafka_errors(f"Assigning {len(starts)} partition(s)"):
             if isinstance(self.consumer, NativeConsumer):
                 self.consumer.assign_many(list(starts))
             else:
                 self.consumer.assign([CkTopicPartition(t, p, o) for t, p, o in starts])
+        self._assignment = frozenset((t, p) for t, p, _ in starts)
+        self.positions = {(t, p): o for t, p, o in starts}
 
     def position_at(
         self, topic: str, partition: int, offset: int, log_start: int | None = None
     ) -> None:
         # Called by fetch's data-loss checks; the read loop re-assigns once it has them all.
         self.moved[(topic, partition)] = offset
+        self.positions.pop((topic, partition), None)
 
 
 def rounds(ranges: Sequence[OffsetRange]) -> list[list[OffsetRange]]:
@@ -112,10 +136,14 @@ def fetch_ranges(
     on_skip: OnSkip | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Yield the records of ``ranges`` as Arrow batches of at most ``batch_size`` rows, reading
-    them together with ``pc`` (see the module docstring). ``log_starts`` is accepted for
-    symmetry with :func:`~kafka_direct.consumer.fetch.fetch_range`: a packed task always
-    assigns afresh, so no queue filled before a deletion is ever read through."""
-    del log_starts
+    them together with ``pc`` (see the module docstring). ``log_starts``: the partitions' first
+    offsets where the driver knew them; a queue standing below one was filled before a
+    deletion and is not reused."""
+    starts = log_starts or {}
+    for t, p in list(pc.positions):
+        first = starts.get(TopicPartition(t, p))
+        if first is not None and pc.positions[(t, p)] < first:
+            pc.positions.pop((t, p))
     for ranges_of_round in rounds(ranges):
         yield from _fetch_round(
             pc,
@@ -140,7 +168,9 @@ def _fetch_round(
 ) -> Iterator[pa.RecordBatch]:
     slots = [_Slot(r, r.from_offset) for r in ranges]
     index = {(s.rng.topic, s.rng.partition): i for i, s in enumerate(slots)}
-    pc.assign_all([(s.rng.topic, s.rng.partition, s.nxt) for s in slots])
+    starts = [(s.rng.topic, s.rng.partition, s.nxt) for s in slots]
+    if not pc.stands_at(starts):
+        pc.assign_all(starts)
     native = pc.consumer if isinstance(pc.consumer, NativeConsumer) else None
     topics = pa.array([s.rng.topic for s in slots], pa.string())
     partitions = pa.array([s.rng.partition for s in slots], pa.int32())
@@ -197,8 +227,17 @@ def _advance(
 ) -> None:
     """Move ``slot`` on by what one read learned of it (as ``fetch_range`` does for a range)."""
     until = slot.rng.until_offset
+    tp = (slot.rng.topic, slot.rng.partition)
     if last >= 0:
         slot.nxt = until if beyond else max(slot.nxt, last + 1)
+        pc.positions[tp] = last + 1
+    if eof == _OUT_OF_RANGE:
+        # librdkafka stops fetching the partition: its queue cannot be reused.
+        pc.positions.pop(tp, None)
+    elif eof is not None:
+        # A trailing EOF: the queue stands at the log end, even when the range was already
+        # complete (librdkafka sends one EOF per log end; a reused queue must know it).
+        pc.positions[tp] = eof
     if slot.nxt >= until:
         return
     if eof == _OUT_OF_RANGE:

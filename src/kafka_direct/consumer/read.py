@@ -113,16 +113,20 @@ def read_ranges(
     stats_dir = os.environ.get(STATS_DIR_ENV)
     if stats_dir:
         yield from _with_stats(
-            settings, todo, stats_dir, lambda: _read_packed(settings, todo, on_skip)
+            settings, todo, stats_dir, lambda: _read_packed(settings, todo, starts, on_skip)
         )
     else:
-        yield from _read_packed(settings, todo, on_skip)
+        yield from _read_packed(settings, todo, starts, on_skip)
 
 
 def _read_packed(
-    settings: ExecutorSettings, ranges: list[OffsetRange], on_skip: OnSkip | None
+    settings: ExecutorSettings,
+    ranges: list[OffsetRange],
+    log_starts: Mapping[TopicPartition, int],
+    on_skip: OnSkip | None,
 ) -> Iterator[pa.RecordBatch]:
     fetch_args = {
+        "log_starts": log_starts,
         "on_skip": on_skip,
         "poll_timeout_ms": settings.poll_timeout_ms,
         "fail_on_data_loss": settings.fail_on_data_loss,

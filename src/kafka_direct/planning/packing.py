@@ -9,19 +9,21 @@ many small files and pack them (``spark.sql.files.maxPartitionBytes`` and
 
 - each range costs its records plus :data:`OPEN_COST_RECORDS`, the cost of one more partition in
   a task, in records (it keeps a task of many tiny ranges from growing without bound);
-- a task holds ranges up to ``target = min(maxRecordsPerTask, max(open cost, total / cores))``,
-  the formula of Spark's ``FilePartition.maxSplitBytes``: small reads become few tasks, and large
-  ones still at least about one task per core;
+- the number of tasks follows Spark's ``FilePartition.maxSplitBytes``: a task holds about
+  ``min(maxRecordsPerTask, max(open cost, total / cores))``, so small reads become few tasks
+  and large ones at least one task per core; above the cores, the count is rounded up to whole
+  rounds of tasks (three equal tasks on two cores take as long as four);
+- ranges go to tasks in ``(topic, partition, from)`` order, cut where the running cost crosses
+  a task's share, so tasks are balanced within one range;
 - ``minPartitions`` and ``maxRecordsPerPartition`` keep their meaning for Spark partitions, that
   is tasks: at least ``minPartitions`` tasks (when there are that many ranges), and no task over
   ``maxRecordsPerPartition`` records. The ranges they split (:mod:`kafka_direct.planning.splits`)
   arrive split; packing never splits or merges a range.
 
-Tasks are filled in ``(topic, partition, from)`` order, next-fit: a task takes the next range
-unless that would take it past the target. The result depends only on the ranges and the
-settings, so a replayed micro-batch (same ranges) gets the same tasks and the same rows, and a
-stream whose partitions stay busy gets the same partitions in the same task batch after batch,
-which lets an executor's pooled consumer keep its assignment.
+The result depends only on the ranges and the settings, so a replayed micro-batch (same ranges)
+gets the same tasks and the same rows, and a stream whose partitions stay busy gets the same
+partitions in the same task batch after batch, which lets an executor's pooled consumer keep
+its assignment and its prefetched records.
 """
 
 from __future__ import annotations
@@ -31,7 +33,13 @@ from dataclasses import dataclass
 
 from kafka_direct.offsets import OffsetRange
 
-__all__ = ["DEFAULT_MAX_RECORDS_PER_TASK", "OPEN_COST_RECORDS", "PackingSettings", "pack_ranges"]
+__all__ = [
+    "DEFAULT_MAX_RECORDS_PER_TASK",
+    "OPEN_COST_RECORDS",
+    "PackingSettings",
+    "pack_ranges",
+    "task_count",
+]
 
 #: Default of the source option ``maxRecordsPerTask`` (why this value: the performance docs).
 DEFAULT_MAX_RECORDS_PER_TASK = 1_000_000
@@ -65,11 +73,17 @@ class PackingSettings:
                 raise ValueError(f"{name} must be >= 1, got {value}")
 
 
-def target_cost(ranges: Sequence[OffsetRange], settings: PackingSettings) -> int:
-    """The most cost (records + open cost per range) one task is filled to."""
+def task_count(ranges: Sequence[OffsetRange], settings: PackingSettings) -> int:
+    """How many tasks :func:`pack_ranges` aims at (fewer when single ranges are large)."""
     total = sum(r.count() + settings.open_cost for r in ranges)
     per_core = -(-total // settings.parallelism)
-    return min(settings.max_records_per_task, max(settings.open_cost, per_core))
+    target = min(settings.max_records_per_task, max(settings.open_cost, per_core))
+    tasks = -(-total // target)
+    if tasks > settings.parallelism:
+        # Whole rounds of tasks: 3 equal tasks on 2 cores take as long as 4 on 2.
+        tasks = -(-tasks // settings.parallelism) * settings.parallelism
+    tasks = max(tasks, settings.min_tasks or 1)
+    return min(tasks, len(ranges))
 
 
 def pack_ranges(
@@ -80,22 +94,38 @@ def pack_ranges(
     todo = sorted(r for r in ranges if r.count() > 0)
     if not todo:
         return []
-    target = target_cost(todo, settings)
-    cap = settings.max_records_per_partition
-    tasks: list[list[OffsetRange]] = []
-    cost = records = 0
+    open_cost = settings.open_cost
+    k = task_count(todo, settings)
+    total = sum(r.count() + open_cost for r in todo)
+    # Contiguous cuts balanced by cost: each range goes to the task its cost's midpoint falls
+    # in, so no task is more than one range away from total / k.
+    tasks: list[list[OffsetRange]] = [[] for _ in range(k)]
+    done = 0
     for r in todo:
-        more = r.count() + settings.open_cost
-        over = cost + more > target or (cap is not None and records + r.count() > cap)
-        if not tasks or over:
-            tasks.append([])
-            cost = records = 0
-        tasks[-1].append(r)
-        cost += more
-        records += r.count()
+        cost = r.count() + open_cost
+        tasks[min(k - 1, (2 * done + cost) * k // (2 * total))].append(r)
+        done += cost
+    packed = [t for t in tasks if t]
+    cap = settings.max_records_per_partition
+    if cap is not None:
+        packed = [part for t in packed for part in _cap_records(t, cap)]
     if settings.min_tasks is not None:
-        _split_to(tasks, settings.min_tasks, settings.open_cost)
-    return [tuple(t) for t in tasks]
+        _split_to(packed, settings.min_tasks, open_cost)
+    return [tuple(t) for t in packed]
+
+
+def _cap_records(task: list[OffsetRange], cap: int) -> list[list[OffsetRange]]:
+    """``task`` cut, in order, into tasks of at most ``cap`` records (each range is at most
+    ``cap`` already: ``maxRecordsPerPartition`` split it)."""
+    out: list[list[OffsetRange]] = [[]]
+    records = 0
+    for r in task:
+        if out[-1] and records + r.count() > cap:
+            out.append([])
+            records = 0
+        out[-1].append(r)
+        records += r.count()
+    return out
 
 
 def _split_to(tasks: list[list[OffsetRange]], min_tasks: int, open_cost: int) -> None:

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafka_direct.offsets import OffsetRange
-from kafka_direct.planning.packing import PackingSettings, pack_ranges, target_cost
+from kafka_direct.planning.packing import PackingSettings, pack_ranges, task_count
 from kafka_direct.planning.splits import split_ranges
 
 
@@ -60,7 +60,7 @@ def small(n: int, records: int = 21, topic: str = "t") -> list[OffsetRange]:
         pytest.param(
             [R("t-0", 0, 900), R("t-1", 0, 50), R("t-2", 0, 50)],
             PackingSettings(max_records_per_task=100, parallelism=1, open_cost=1),
-            [["t-0:0-900"], ["t-1:0-50"], ["t-2:0-50"]],
+            [["t-0:0-900"], ["t-1:0-50", "t-2:0-50"]],
             id="a range over the target is its own task, never split here",
         ),
         pytest.param(
@@ -78,7 +78,7 @@ def small(n: int, records: int = 21, topic: str = "t") -> list[OffsetRange]:
         pytest.param(
             small(6, records=10),
             PackingSettings(parallelism=1, open_cost=1, min_tasks=4),
-            [["t-0:0-10", "t-1:0-10"], ["t-2:0-10"], ["t-3:0-10", "t-4:0-10"], ["t-5:0-10"]],
+            [["t-0:0-10"], ["t-1:0-10", "t-2:0-10"], ["t-3:0-10"], ["t-4:0-10", "t-5:0-10"]],
             id="minPartitions: at least that many tasks",
         ),
         pytest.param(
@@ -107,11 +107,18 @@ def test_a_thousand_small_partitions_make_one_task_per_core() -> None:
     assert [len(t) for t in tasks] == [500, 500]
 
 
-def test_large_data_is_bounded_by_max_records_per_task() -> None:
-    # 2,000,000 records in 10 partitions, 2 cores: the target is 1,000,000 records per task.
+def test_large_data_is_bounded_by_max_records_per_task_in_whole_rounds() -> None:
+    # 2,000,000 records in 10 partitions, 2 cores: 1,000,000 records per task would be 3 tasks
+    # (the open costs tip it over); 3 tasks on 2 cores take as long as 4, so 4 balanced ones.
     tasks = pack_ranges(small(10, records=200_000), PackingSettings(parallelism=2))
-    assert [len(t) for t in tasks] == [4, 4, 2]
+    assert [len(t) for t in tasks] == [2, 3, 2, 3]
     assert all(sum(r.count() for r in t) <= 1_000_000 for t in tasks)
+
+
+def test_three_thousand_small_partitions() -> None:
+    # 3,000 x 21 records: the open costs make it 4 tasks on 2 cores, 750 ranges each.
+    tasks = pack_ranges(small(3000), PackingSettings(parallelism=2))
+    assert [len(t) for t in tasks] == [750] * 4
 
 
 def test_one_task_per_range_when_max_records_per_task_is_one() -> None:
@@ -189,13 +196,17 @@ def test_every_range_in_exactly_one_task(
         assert all(sum(r.count() for r in t) <= packing.max_records_per_partition for t in tasks)
     if packing.min_tasks is not None:
         assert len(tasks) >= min(packing.min_tasks, len(split))
-    target = target_cost(split, packing) if split else 1
+    if not split:
+        assert tasks == []
+        return
+    k = task_count(split, packing)
+    total = sum(r.count() + packing.open_cost for r in split)
     for t in tasks:
+        # Balanced: a task is at most one range's cost over its share.
         cost = sum(r.count() + packing.open_cost for r in t)
-        # Over the target only as a single range (packing never cuts one).
-        assert cost <= target or len(t) == 1
-    if split and packing.min_tasks is None:
-        # Enough tasks to keep the cores busy within the target (a range over the target
-        # counts as the target: it fills a task of its own).
-        total = sum(min(r.count() + packing.open_cost, target) for r in split)
-        assert len(tasks) >= -(-total // target)
+        assert cost * k <= total + k * max(r.count() + packing.open_cost for r in t)
+    if packing.max_records_per_partition is None and packing.min_tasks is None:
+        assert len(tasks) <= k
+        if all((r.count() + packing.open_cost) * k <= total for r in split):
+            # No range bigger than a task's share: exactly k tasks, every core used.
+            assert len(tasks) == k
