@@ -37,9 +37,13 @@ POLL_MS = 5_000
 def open_group(path: str, bootstrap: str, isolation: str = "read_uncommitted") -> GroupConsumer:
     events = ClientEvents(f"test packed consumer ({path})")
     conf = config(bootstrap, isolation)
-    if path == "native":
-        return GroupConsumer(NativeConsumer(conf, events), events)
-    return GroupConsumer(Consumer({**conf, "error_cb": events}), events)
+
+    def client() -> Any:
+        if path == "native":
+            return NativeConsumer(conf, events)
+        return Consumer({**conf, "error_cb": events})
+
+    return GroupConsumer(client(), events, renew=client)
 
 
 def read_packed(
@@ -208,9 +212,11 @@ def test_a_pooled_consumer_keeps_its_queue_for_the_next_packed_task(
                     kafka_bootstrap, topic, per_partition=10, partitions=3, start_index=10
                 )
 
-        rows, assigns = read_in_turn(path, kafka_bootstrap, tasks, more_data)
+        rows, assigns, clients = read_in_turn(path, kafka_bootstrap, tasks, more_data)
         assert rows == [expected(records, ranges) for ranges in tasks], path
         assert assigns == [0, 2, 3], path
+        # Each assignment after the first went to a new client (see GroupConsumer.start_at).
+        assert clients == 3, path
 
 
 def read_in_turn(
@@ -218,10 +224,10 @@ def read_in_turn(
     bootstrap: str,
     tasks: list[list[OffsetRange]],
     between: Callable[[int], None],
-) -> tuple[list[list[dict[str, Any]]], list[int]]:
+) -> tuple[list[list[dict[str, Any]]], list[int], int]:
     """``tasks`` read one after the other by one consumer, as a pooled one reads them
-    (``between(n)`` runs after the n-th): the rows of each, and before which tasks the consumer
-    was assigned."""
+    (``between(n)`` runs after the n-th): the rows of each, before which tasks the consumer
+    was assigned, and how many clients it assigned."""
     gc = open_group(path, bootstrap)
     assigns: list[int] = []
     rows: list[list[dict[str, Any]]] = []
@@ -229,7 +235,11 @@ def read_in_turn(
 
     def counting(starts: Any) -> None:
         assigns.append(len(rows))
+        if not any(c is gc.consumer for c in clients):
+            clients.append(gc.consumer)  # held, so that no two clients share an id
         original(starts)
+
+    clients: list[Any] = []
 
     gc.assign_all = counting  # type: ignore[method-assign]
     try:
@@ -243,4 +253,4 @@ def read_in_turn(
             between(len(rows))
     finally:
         gc.close()
-    return rows, assigns
+    return rows, assigns, len(clients)

@@ -19,7 +19,8 @@ consumer queue. One loop takes records off that queue and keeps each against its
 A pooled consumer keeps its assignment, and its queue, when the next task reads the same
 partitions from exactly where their queues stand (consecutive micro-batches of busy
 partitions, packed the same way): re-assigning would throw the prefetched records away and wait
-for the fetch in flight. Otherwise the task assigns its partitions afresh. A partition that the
+for the fetch in flight. Otherwise the task assigns its partitions afresh, to a new client when
+the old one has been assigned before (see :meth:`GroupConsumer.start_at`). A partition that the
 data-loss policy repositions (records gone) is repositioned by assigning the task's unfinished
 ranges again at their next offsets: losses are rare, and this needs no per-partition seek.
 
@@ -31,7 +32,7 @@ from __future__ import annotations
 
 import time
 from array import array
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,8 +67,12 @@ class GroupConsumer(PartitionConsumer):
     pooled one whose assignment and positions are exactly where the next task starts keeps
     its queue, prefetched records included (see :meth:`stands_at`)."""
 
-    def __init__(self, consumer: Any, events: Any = None) -> None:
+    def __init__(
+        self, consumer: Any, events: Any = None, renew: Callable[[], Any] | None = None
+    ) -> None:
         super().__init__(consumer, events)
+        #: Builds a new client like ``consumer`` (see :meth:`start_at`); None: re-assign.
+        self._renew = renew
         #: Partitions the data-loss checks moved, and where to: applied by re-assigning.
         self.moved: dict[tuple[str, int], int] = {}
         #: Where the queue stands, per assigned partition (absent: not known).
@@ -81,6 +86,20 @@ class GroupConsumer(PartitionConsumer):
         return self._assignment == frozenset((t, p) for t, p, _ in starts) and all(
             positions.get((t, p)) == o for t, p, o in starts
         )
+
+    def start_at(self, starts: Sequence[tuple[str, int, int]]) -> None:
+        """Make ``starts`` the next records delivered: the queue as it stands if it stands
+        there, else a fresh assignment. A client that was assigned before is replaced by a new
+        one first: while its partitions sit at the log end, it has a fetch waiting at the
+        broker (up to ``fetch.wait.max.ms``), which a new assignment would wait for; a new
+        client connects and fetches sooner (measured in docs/performance-partitions.md)."""
+        if self.stands_at(starts):
+            return
+        if self._assignment and self._renew is not None:
+            self._assignment = frozenset()
+            self.consumer.close()
+            self.consumer = self._renew()
+        self.assign_all(starts)
 
     def assign_all(self, starts: Sequence[tuple[str, int, int]]) -> None:
         """Assign exactly these ``(topic, partition, offset)``."""
@@ -168,9 +187,7 @@ def _fetch_round(
 ) -> Iterator[pa.RecordBatch]:
     slots = [_Slot(r, r.from_offset) for r in ranges]
     index = {(s.rng.topic, s.rng.partition): i for i, s in enumerate(slots)}
-    starts = [(s.rng.topic, s.rng.partition, s.nxt) for s in slots]
-    if not pc.stands_at(starts):
-        pc.assign_all(starts)
+    pc.start_at([(s.rng.topic, s.rng.partition, s.nxt) for s in slots])
     native = pc.consumer if isinstance(pc.consumer, NativeConsumer) else None
     topics = pa.array([s.rng.topic for s in slots], pa.string())
     partitions = pa.array([s.rng.partition for s in slots], pa.int32())

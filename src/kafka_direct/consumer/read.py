@@ -29,6 +29,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa
 from confluent_kafka import Consumer
@@ -53,11 +54,16 @@ STATS_DIR_ENV = "KAFKA_DIRECT_STATS_DIR"
 
 def _new_consumer(key: PoolKey, config: Mapping[str, str]) -> PartitionConsumer:
     events = ClientEvents("The executor's Kafka consumer")
-    kind = GroupConsumer if key.assignment else PartitionConsumer
-    if key.fast_path:
-        return kind(native.new_consumer(config, events), events)
-    with kafka_errors("Creating a Kafka consumer on the executor"):
-        return kind(Consumer({**config, **client_hooks(events)}), events)
+
+    def client() -> Any:
+        if key.fast_path:
+            return native.new_consumer(config, events)
+        with kafka_errors("Creating a Kafka consumer on the executor"):
+            return Consumer({**config, **client_hooks(events)})
+
+    if key.assignment:
+        return GroupConsumer(client(), events, renew=client)
+    return PartitionConsumer(client(), events)
 
 
 def uses_fast_path(settings: ExecutorSettings) -> bool:
