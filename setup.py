@@ -36,7 +36,12 @@ setup(
         extension(
             "kafka_direct.consumer._rdkafka_arrow",
             "src/kafka_direct/consumer/_native",
-            ["_rdkafka_arrow.c", "_rdkafka_consume.c", "_arrow_columns.c"],
+            [
+                "_rdkafka_arrow.c",
+                "_rdkafka_consume.c",
+                "_rdkafka_consume_many.c",
+                "_arrow_columns.c",
+            ],
             "_rdkafka_arrow.h",
         ),
         extension(

@@ -32,6 +32,8 @@ OPTION_DEFAULTS: dict[str, str] = {
     "maxOffsetsPerPartitionPerTrigger": "",
     "minPartitions": "",
     "maxRecordsPerPartition": "",
+    # Small ranges are packed into one Spark task up to this many records (planning.packing).
+    "maxRecordsPerTask": "1000000",
     "groupIdPrefix": "spark-kafka-source",
     "commitOffsetsToGroup": "",
     "commitOffsets": "true",

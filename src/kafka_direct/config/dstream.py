@@ -123,6 +123,7 @@ _PASS_THROUGH = {
         "fetchOffset.unavailableTimeout",
         "minPartitions",
         "maxRecordsPerPartition",
+        "maxRecordsPerTask",
         "groupIdPrefix",
         "consumerCache.enabled",
         "consumerCache.capacity",

@@ -100,6 +100,8 @@ class SourceOptions:
     ranges: tuple[OffsetRange, ...] | None = None
     #: 'pushdown.enabled': batch reads narrow their ranges by the query's filters.
     pushdown: bool = True
+    #: 'maxRecordsPerTask': small ranges are packed into one task up to this many records.
+    max_records_per_task: int = 1_000_000
 
     @property
     def commit_group(self) -> str | None:
@@ -272,6 +274,7 @@ def parse_source_options(raw: Mapping[str, str], *, streaming: bool | None) -> S
         streaming=bool(streaming),
         ranges=ranges,
         pushdown=opts.boolean("pushdown.enabled"),
+        max_records_per_task=opts.integer("maxRecordsPerTask", minimum=1),
     )
 
 

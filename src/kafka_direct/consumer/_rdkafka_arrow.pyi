@@ -12,6 +12,16 @@ Columns = tuple[object, ...]
 #:  error event (code, reason) or None)
 ConsumeResult = tuple[int, Columns | None, int, bool, int | None, tuple[int, str] | None]
 
+#: (records kept, columns or None, the slot of each row as int32 bytes or None,
+#:  [(slot, last, beyond, log end / -1 (out of range) / None)] per slot touched, error or None)
+ManyResult = tuple[
+    int,
+    Columns | None,
+    bytes | None,
+    list[tuple[int, int, bool, int | None]],
+    tuple[int, str] | None,
+]
+
 #: What ``take_events`` hands over: error events (code, reason, fatal), log lines (syslog level,
 #: facility, line), how many older lines were dropped, and the worst level among them.
 Events = tuple[list[tuple[int, str, bool]], list[tuple[int, str, str]], int, int]
@@ -31,6 +41,16 @@ class Consumer:
         max_bytes: int,
         headers: bool = ...,
     ) -> ConsumeResult | None: ...
+    def assign_many(self, partitions: list[tuple[str, int, int]]) -> None: ...
+    def consume_many(
+        self,
+        index: dict[tuple[str, int], int],
+        bounds: bytes,
+        max_messages: int,
+        timeout_s: float,
+        max_bytes: int,
+        headers: bool = ...,
+    ) -> ManyResult | None: ...
     def watermarks(self, topic: str, partition: int, timeout_ms: int) -> tuple[int, int]: ...
     def take_events(self) -> Events | None: ...
     def close(self) -> None: ...

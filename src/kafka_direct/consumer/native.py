@@ -51,6 +51,7 @@ __all__ = [
     "DISABLE_ENV",
     "NativeBatch",
     "NativeConsumer",
+    "NativeManyBatch",
     "available",
     "librdkafka_path",
     "new_consumer",
@@ -200,8 +201,21 @@ class NativeBatch(NamedTuple):
     error: tuple[int, str] | None
 
 
+class NativeManyBatch(NamedTuple):
+    """One read of a packed task's queue (:meth:`NativeConsumer.consume_many`)."""
+
+    #: The records kept, of any of the ranges, as one Arrow batch, or None if none came.
+    batch: pa.RecordBatch | None
+    #: ``(slot, last, beyond, eof)`` for each range the read touched; the fields mean what
+    #: :class:`NativeBatch`'s do, for that range.
+    news: list[tuple[int, int, bool, int | None]]
+    #: An error event (code, reason), or None.
+    error: tuple[int, str] | None
+
+
 class NativeConsumer:
-    """A consumer of one assigned partition that reads into Arrow batches.
+    """A consumer of one assigned partition, or of several (a packed task), that reads into
+    Arrow batches.
 
     Implements what ``fetch`` and the consumer pool use of ``confluent_kafka.Consumer``
     (``assign``, ``get_watermark_offsets``, ``close``), plus :meth:`consume_batch`.
@@ -243,6 +257,40 @@ class NativeConsumer:
             self._impl.assign(tp.topic, tp.partition, tp.offset)
         finally:
             self._drain_events()
+
+    def assign_many(self, partitions: list[tuple[str, int, int]]) -> None:
+        """Assign exactly ``(topic, partition, offset)`` of each entry."""
+        try:
+            self._impl.assign_many(partitions)
+        finally:
+            self._drain_events()
+
+    def consume_many(
+        self,
+        index: dict[tuple[str, int], int],
+        bounds: bytes,
+        topics: pa.Array,
+        partitions: pa.Array,
+        n: int,
+        timeout_s: float,
+        headers: bool = False,
+    ) -> NativeManyBatch | None:
+        """One read of up to ``n`` records or events of the ranges in ``index`` (``(topic,
+        partition)`` to slot); ``bounds`` holds each slot's ``(nxt, until)`` as int64 pairs, and
+        ``topics``/``partitions`` its topic and partition, for the rows' columns. ``None`` if
+        nothing came in ``timeout_s``."""
+        try:
+            got = self._impl.consume_many(index, bounds, n, timeout_s, MAX_BATCH_BYTES, headers)
+        finally:
+            self._drain_events()
+        if got is None:
+            return None
+        rows, columns, slots, news, error = got
+        batch = None
+        if rows:
+            slot = pa.Array.from_buffers(pa.int32(), rows, [None, _buf(slots)])
+            batch = _record_batch_of(topics.take(slot), partitions.take(slot), rows, columns)
+        return NativeManyBatch(batch, news, error)
 
     def get_watermark_offsets(
         self, partition: Any, timeout: float = 5.0, cached: bool = False
@@ -299,12 +347,23 @@ def _header_keys(raw: pa.Array) -> pa.Array:
 
 
 def _record_batch(topic: str, partition: int, n: int, columns: tuple[Any, ...]) -> pa.RecordBatch:
+    return _record_batch_of(
+        pa.repeat(pa.scalar(topic, pa.string()), n),
+        pa.repeat(pa.scalar(partition, pa.int32()), n),
+        n,
+        columns,
+    )
+
+
+def _record_batch_of(
+    topics: pa.Array, partitions: pa.Array, n: int, columns: tuple[Any, ...]
+) -> pa.RecordBatch:
     ko, kd, kv, vo, vd, vv, offsets, stamps, types = columns[:9]
     arrays = [
         pa.Array.from_buffers(pa.binary(), n, [_buf(kv), _buf(ko), _buf(kd)]),
         pa.Array.from_buffers(pa.binary(), n, [_buf(vv), _buf(vo), _buf(vd)]),
-        pa.repeat(pa.scalar(topic, pa.string()), n),
-        pa.repeat(pa.scalar(partition, pa.int32()), n),
+        topics,
+        partitions,
         pa.Array.from_buffers(pa.int64(), n, [None, _buf(offsets)]),
         pa.Array.from_buffers(TIMESTAMP_US, n, [None, _buf(stamps)]),
         pa.Array.from_buffers(pa.int32(), n, [None, _buf(types)]),

@@ -65,17 +65,22 @@ C = TypeVar("C", bound=Closeable)
 
 
 class PoolKey(NamedTuple):
-    """What makes two consumers interchangeable: the same partition, the same configuration,
-    and the same read path (``fast_path``: the C reader of ``consumer.native``, or not)."""
+    """What makes two consumers interchangeable: the same partition (or, for a packed task, the
+    same set of partitions), the same configuration, and the same read path (``fast_path``:
+    the C reader of ``consumer.native``, or not)."""
 
     group_id: str
     topic: str
     partition: int
     config_fingerprint: str
     fast_path: bool = False
+    #: A packed task's partitions, sorted (its consumer is assigned all of them); empty for a
+    #: task of one range, whose partition is ``topic``/``partition``.
+    assignment: tuple[tuple[str, int], ...] = ()
 
     def __str__(self) -> str:
-        return f"{self.group_id}/{self.topic}-{self.partition}"
+        more = f" (+{len(self.assignment) - 1} more)" if len(self.assignment) > 1 else ""
+        return f"{self.group_id}/{self.topic}-{self.partition}{more}"
 
 
 def config_fingerprint(config: Mapping[str, str]) -> str:

@@ -1,4 +1,6 @@
-"""Executor-side read of one input partition. Runs in Spark executors (Python workers).
+"""Executor-side read of one input partition: one offset range, or the several ranges of a
+packed task (:mod:`kafka_direct.planning.packing`), read together by one consumer
+(:mod:`kafka_direct.consumer.packed`). Runs in Spark executors (Python workers).
 
 Everything a task needs travels in :class:`~kafka_direct.config.clients.ExecutorSettings`, which
 is small, frozen and picklable. The consumer comes from the process-wide pool (Python workers are
@@ -8,13 +10,16 @@ consumer takes (the C fast path of :mod:`kafka_direct.consumer.native`, or confl
 Python messages) is part of its pool key, so a pooled consumer of one kind never serves a query
 that asked for the other (``fastPath.enabled``).
 
+A packed task's consumer is pooled under the set of its partitions (``PoolKey.assignment``),
+with the same rules: never shared while in use, invalidated by a reattempt or a failed read.
+
 Task statistics, for benchmarks: when the environment variable ``KAFKA_DIRECT_STATS_DIR``
 names a directory in the Python workers' environment, every task appends one JSON line to
-``<dir>/tasks-<pid>.jsonl`` when it ends: the range, rows read, start and end wall-clock times,
-whether it read through the C fast path, and what the consumer pool did for it (hits, misses and
-consumers created). One line per task, never per record or batch, so it stays off the hot path;
-without the variable nothing is recorded. ``benchmarks/run.py`` uses it for the pool hit rate and
-per-task timing.
+``<dir>/tasks-<pid>.jsonl`` when it ends: the range (the first, and how many), rows read,
+start and end wall-clock times, whether it read through the C fast path, and what the
+consumer pool did for it (hits, misses and consumers created). One line per task, never per
+record or batch, so it stays off the hot path; without the variable nothing is recorded.
+``benchmarks/run.py`` uses it for the pool hit rate and per-task timing.
 """
 
 from __future__ import annotations
@@ -23,7 +28,8 @@ import json
 import logging
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa
 from confluent_kafka import Consumer
@@ -31,13 +37,14 @@ from confluent_kafka import Consumer
 from kafka_direct.config.clients import ExecutorSettings
 from kafka_direct.consumer import native
 from kafka_direct.consumer.fetch import OnSkip, PartitionConsumer, fetch_range
+from kafka_direct.consumer.packed import GroupConsumer, fetch_ranges
 from kafka_direct.consumer.pool import PoolKey, config_fingerprint, get_pool
 from kafka_direct.kafka.events import ClientEvents
 from kafka_direct.kafka.logs import client_hooks
 from kafka_direct.kafka.translate import kafka_errors
-from kafka_direct.offsets import OffsetRange
+from kafka_direct.offsets import OffsetRange, TopicPartition
 
-__all__ = ["STATS_DIR_ENV", "read_range", "uses_fast_path"]
+__all__ = ["STATS_DIR_ENV", "read_range", "read_ranges", "uses_fast_path"]
 
 log = logging.getLogger(__name__)
 
@@ -47,10 +54,16 @@ STATS_DIR_ENV = "KAFKA_DIRECT_STATS_DIR"
 
 def _new_consumer(key: PoolKey, config: Mapping[str, str]) -> PartitionConsumer:
     events = ClientEvents("The executor's Kafka consumer")
-    if key.fast_path:
-        return PartitionConsumer(native.new_consumer(config, events), events)
-    with kafka_errors("Creating a Kafka consumer on the executor"):
-        return PartitionConsumer(Consumer({**config, **client_hooks(events)}), events)
+
+    def client() -> Any:
+        if key.fast_path:
+            return native.new_consumer(config, events)
+        with kafka_errors("Creating a Kafka consumer on the executor"):
+            return Consumer({**config, **client_hooks(events)})
+
+    if key.assignment:
+        return GroupConsumer(client(), events, renew=client)
+    return PartitionConsumer(client(), events)
 
 
 def uses_fast_path(settings: ExecutorSettings) -> bool:
@@ -79,9 +92,75 @@ def read_range(
         return
     stats_dir = os.environ.get(STATS_DIR_ENV)
     if stats_dir:
-        yield from _read_with_stats(settings, rng, stats_dir, log_start, on_skip)
+        yield from _with_stats(
+            settings, [rng], stats_dir, lambda: _read(settings, rng, log_start, on_skip)
+        )
     else:
         yield from _read(settings, rng, log_start, on_skip)
+
+
+def read_ranges(
+    settings: ExecutorSettings,
+    ranges: Sequence[OffsetRange],
+    log_starts: Mapping[TopicPartition, int] | None = None,
+    on_skip: OnSkip | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """Yield the records of a task's ``ranges`` as Arrow batches. One range reads as
+    :func:`read_range`; several (a packed task) are read together by one pooled consumer
+    assigned all their partitions. ``log_starts``: the partitions' first offsets when the
+    driver planned the ranges, where it knew them."""
+    todo = [r for r in ranges if r.from_offset < r.until_offset]
+    starts = log_starts or {}
+    if len(todo) == 1:
+        yield from read_range(settings, todo[0], starts.get(todo[0].topic_partition), on_skip)
+        return
+    if not todo:
+        return
+    stats_dir = os.environ.get(STATS_DIR_ENV)
+    if stats_dir:
+        yield from _with_stats(
+            settings, todo, stats_dir, lambda: _read_packed(settings, todo, starts, on_skip)
+        )
+    else:
+        yield from _read_packed(settings, todo, starts, on_skip)
+
+
+def _read_packed(
+    settings: ExecutorSettings,
+    ranges: list[OffsetRange],
+    log_starts: Mapping[TopicPartition, int],
+    on_skip: OnSkip | None,
+) -> Iterator[pa.RecordBatch]:
+    fetch_args = {
+        "log_starts": log_starts,
+        "on_skip": on_skip,
+        "poll_timeout_ms": settings.poll_timeout_ms,
+        "fail_on_data_loss": settings.fail_on_data_loss,
+        "batch_size": settings.batch_size,
+        "include_headers": settings.include_headers,
+    }
+    config = settings.consumer_config
+    first = min(ranges)
+    key = PoolKey(
+        config["group.id"],
+        first.topic,
+        first.partition,
+        config_fingerprint(config),
+        fast_path=uses_fast_path(settings),
+        assignment=tuple(sorted({(r.topic, r.partition) for r in ranges})),
+    )
+    if not settings.cache_enabled:
+        gc = _new_consumer(key, config)
+        assert isinstance(gc, GroupConsumer)
+        try:
+            yield from fetch_ranges(gc, ranges, **fetch_args)  # type: ignore[arg-type]
+        finally:
+            gc.close()
+        return
+    pool = get_pool(_new_consumer, settings.cache_capacity, settings.cache_timeout_s)
+    with pool.lease(key, config, reattempt=_attempt_number() > 0) as lease:
+        assert isinstance(lease.consumer, GroupConsumer)
+        yield from fetch_ranges(lease.consumer, ranges, **fetch_args)  # type: ignore[arg-type]
 
 
 def _read(
@@ -118,21 +197,21 @@ def _read(
         yield from fetch_range(lease.consumer, rng, **fetch_args)  # type: ignore[arg-type]
 
 
-def _read_with_stats(
+def _with_stats(
     settings: ExecutorSettings,
-    rng: OffsetRange,
+    ranges: list[OffsetRange],
     stats_dir: str,
-    log_start: int | None,
-    on_skip: OnSkip | None,
+    read: Callable[[], Iterator[pa.RecordBatch]],
 ) -> Iterator[pa.RecordBatch]:
-    """:func:`_read`, plus one JSON line of task statistics when the task ends."""
+    """``read()``, plus one JSON line of task statistics when the task ends."""
     pool = get_pool(_new_consumer)
     before = pool.stats()
     started = time.time()
     rows = batches = 0
     outcome = "failed"
+    rng = ranges[0]
     try:
-        for batch in _read(settings, rng, log_start, on_skip):
+        for batch in read():
             rows += batch.num_rows
             batches += 1
             yield batch
@@ -148,6 +227,8 @@ def _read_with_stats(
             "partition": rng.partition,
             "from": rng.from_offset,
             "until": rng.until_offset,
+            "ranges": len(ranges),
+            "offsets": sum(r.count() for r in ranges),
             "rows": rows,
             "batches": batches,
             "start": started,

@@ -56,7 +56,7 @@ from kafka_direct.config.source import SourceOptions
 from kafka_direct.planning.batch import plan_batch_read, plan_given_ranges
 from kafka_direct.planning.pushdown import Column, Op, Predicate, describe_pushed, is_handled
 from kafka_direct.source.common import (
-    KafkaInputPartition,
+    input_partitions,
     make_reader,
     read_partition,
     user_facing,
@@ -153,8 +153,14 @@ class KafkaBatchReader(DataSourceReader):
                 ranges = plan_batch_read(self.opts, reader, self.pushed)
             finally:
                 reader.close()
-        log.info("Batch read of %d range(s): %s", len(ranges), ", ".join(map(str, ranges)))
-        return [KafkaInputPartition(r) for r in ranges]
+        tasks = input_partitions(self.opts, ranges)
+        log.info(
+            "Batch read of %d range(s) in %d task(s): %s",
+            len(ranges),
+            len(tasks),
+            ", ".join(map(str, ranges)),
+        )
+        return tasks
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_partition(self.settings, partition)

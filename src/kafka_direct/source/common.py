@@ -1,4 +1,5 @@
-"""What the data source and its readers share: the input partition, the executors' read entry,
+"""What the data source and its readers share: the input partition (and packing ranges into
+them), the executors' read entry,
 the offset reader factory, the check made at ``load()``, and trimmed errors. Runs in Spark's
 Python processes: the driver's planner and stream runner, and executors."""
 
@@ -6,7 +7,8 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Iterator
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 import pyarrow as pa
@@ -16,17 +18,19 @@ from pyspark.sql.datasource import (
 
 from kafka_direct.config.clients import ExecutorSettings
 from kafka_direct.config.source import SourceOptions
-from kafka_direct.consumer.read import read_range
+from kafka_direct.consumer.read import read_ranges
 from kafka_direct.errors import KafkaDirectError
 from kafka_direct.kafka.admin import check_consumer_config
 from kafka_direct.kafka.offset_reader import AdminOffsetReader
 from kafka_direct.logs import ensure_worker_logging
-from kafka_direct.offsets import OffsetRange
+from kafka_direct.offsets import OffsetRange, TopicPartition
+from kafka_direct.planning.packing import PackingSettings, pack_ranges
 from kafka_direct.source import loss_journal
 
 __all__ = [
     "KafkaInputPartition",
     "check_cluster",
+    "input_partitions",
     "make_reader",
     "read_partition",
     "user_facing",
@@ -54,16 +58,50 @@ def user_facing(method: F) -> F:
 
 
 class KafkaInputPartition(InputPartition):
-    """One Spark task: one offset range (a whole Kafka partition's share, or a split of it),
-    and the partition's first offset when the driver planned it (None when not known)."""
+    """One Spark task: one offset range, or several packed together
+    (:mod:`kafka_direct.planning.packing`), and their partitions' first offsets where the
+    driver planned them (absent when not known)."""
 
-    def __init__(self, rng: OffsetRange, log_start: int | None = None) -> None:
-        super().__init__(rng)
-        self.range = rng
-        self.log_start = log_start
+    def __init__(
+        self,
+        ranges: OffsetRange | Sequence[OffsetRange],
+        log_starts: Mapping[TopicPartition, int] | int | None = None,
+    ) -> None:
+        self.ranges = (ranges,) if isinstance(ranges, OffsetRange) else tuple(ranges)
+        super().__init__(self.ranges)
+        if isinstance(log_starts, int):
+            log_starts = {self.ranges[0].topic_partition: log_starts}
+        tps = {r.topic_partition for r in self.ranges}
+        self.log_starts = {tp: off for tp, off in (log_starts or {}).items() if tp in tps}
 
     def __repr__(self) -> str:
-        return f"KafkaInputPartition({self.range})"
+        shown = ", ".join(map(str, self.ranges[:3]))
+        more = f", +{len(self.ranges) - 3} more" if len(self.ranges) > 3 else ""
+        return f"KafkaInputPartition({shown}{more})"
+
+
+def input_partitions(
+    opts: SourceOptions,
+    ranges: Sequence[OffsetRange],
+    log_starts: Mapping[TopicPartition, int] | None = None,
+) -> list[KafkaInputPartition]:
+    """The Spark tasks that read ``ranges``: small ranges packed together, up to
+    ``maxRecordsPerTask`` (see :mod:`kafka_direct.planning.packing`)."""
+    tasks = pack_ranges(ranges, packing_settings(opts))
+    return [KafkaInputPartition(task, log_starts) for task in tasks]
+
+
+def packing_settings(opts: SourceOptions) -> PackingSettings:
+    """Packing as the options ask. How many tasks run at once is ``minPartitions`` when set,
+    else this machine's cores: a Python data source cannot ask Spark for its default
+    parallelism, and on a local session (and the driver of most clusters' executors' shape)
+    the cores are it. ``minPartitions`` also sets the fewest tasks."""
+    return PackingSettings(
+        max_records_per_task=opts.max_records_per_task,
+        parallelism=opts.min_partitions or os.cpu_count() or 1,
+        min_tasks=opts.min_partitions,
+        max_records_per_partition=opts.max_records_per_partition,
+    )
 
 
 def make_reader(opts: SourceOptions) -> AdminOffsetReader:
@@ -85,9 +123,7 @@ def read_partition(
         ensure_worker_logging()
         on_skip = loss_journal.record_skip if journal_losses else None
         try:
-            yield from read_range(
-                settings, partition.range, getattr(partition, "log_start", None), on_skip
-            )
+            yield from read_ranges(settings, partition.ranges, partition.log_starts, on_skip)
         except KafkaDirectError as exc:
             raise exc.with_traceback(None) from None
 

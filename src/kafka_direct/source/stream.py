@@ -29,7 +29,7 @@ from kafka_direct.offsets import TopicPartition, offsets_from_json, offsets_to_j
 from kafka_direct.planning.micro_batch import StreamPlanner
 from kafka_direct.source import loss_journal
 from kafka_direct.source.common import (
-    KafkaInputPartition,
+    input_partitions,
     make_reader,
     read_partition,
     user_facing,
@@ -69,7 +69,8 @@ class RefusedStreamReader(DataSourceStreamReader):
 
 
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """The direct stream: offsets in Spark's checkpoint, one range per partition per batch."""
+    """The direct stream: offsets in Spark's checkpoint, one range per partition per batch,
+    small ranges packed into few tasks."""
 
     def __init__(self, opts: SourceOptions) -> None:
         self.opts = opts
@@ -121,9 +122,14 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         ranges = self.planner.plan_ranges(
             offsets_from_json(start, "start offset"), offsets_from_json(end, "end offset")
         )
-        log.info("Micro-batch of %d range(s): %s", len(ranges), ", ".join(map(str, ranges)))
-        starts = self.planner.log_starts
-        return [KafkaInputPartition(r, starts.get(r.topic_partition)) for r in ranges]
+        tasks = input_partitions(self.opts, ranges, self.planner.log_starts)
+        log.info(
+            "Micro-batch of %d range(s) in %d task(s): %s",
+            len(ranges),
+            len(tasks),
+            ", ".join(map(str, ranges)),
+        )
+        return tasks
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_partition(self.settings, partition, journal_losses=True)

@@ -81,6 +81,7 @@ INT_OPTIONS_MIN_1 = [
     "kafkaConsumer.pollTimeoutMs",
     "consumerCache.capacity",
     "arrowBatchSize",
+    "maxRecordsPerTask",
 ]
 INT_OPTIONS_MIN_0 = [
     "fetchOffset.numRetries",

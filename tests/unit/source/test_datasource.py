@@ -12,7 +12,7 @@ from pyspark.sql.datasource import CaseInsensitiveDict, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 
 from kafka_direct.errors import ConfigurationError
-from kafka_direct.offsets import OffsetRange
+from kafka_direct.offsets import OffsetRange, TopicPartition
 from kafka_direct.source import datasource as source_module
 from kafka_direct.source.datasource import KafkaDirectDataSource, KafkaInputPartition
 
@@ -56,7 +56,17 @@ def test_readers_open_nothing_and_pickle_cleanly() -> None:
 def test_input_partition_carries_its_range_through_pickle() -> None:
     part = KafkaInputPartition(OffsetRange("t", 3, 10, 20))
     clone = pickle.loads(pickle.dumps(part))
-    assert clone.range == OffsetRange("t", 3, 10, 20)
+    assert clone.ranges == (OffsetRange("t", 3, 10, 20),)
+    assert clone.log_starts == {}
+
+
+def test_packed_input_partition_carries_its_ranges_and_log_starts_through_pickle() -> None:
+    ranges = [OffsetRange("a", 0, 0, 5), OffsetRange("b", 2, 7, 9)]
+    starts = {TopicPartition("a", 0): 0, TopicPartition("b", 2): 3, TopicPartition("c", 0): 1}
+    clone = pickle.loads(pickle.dumps(KafkaInputPartition(ranges, starts)))
+    assert clone.ranges == tuple(ranges)
+    # Only the task's own partitions travel with it.
+    assert clone.log_starts == {TopicPartition("a", 0): 0, TopicPartition("b", 2): 3}
 
 
 def test_placeholder_partition_reads_nothing() -> None:

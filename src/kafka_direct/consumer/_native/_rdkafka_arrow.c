@@ -204,6 +204,11 @@ static PyMethodDef Consumer_methods[] = {
     {"consume", (PyCFunction)kd_consume, METH_VARARGS,
      "consume(partition, nxt, until, max_messages, timeout_s, max_bytes[, headers]): see the C "
      "source."},
+    {"assign_many", (PyCFunction)kd_assign_many, METH_VARARGS,
+     "assign_many([(topic, partition, offset)]): assign exactly these partitions."},
+    {"consume_many", (PyCFunction)kd_consume_many, METH_VARARGS,
+     "consume_many(index, bounds, max_messages, timeout_s, max_bytes[, headers]): see "
+     "_rdkafka_consume_many.c."},
     {"watermarks", (PyCFunction)Consumer_watermarks, METH_VARARGS,
      "watermarks(topic, partition, timeout_ms) -> (low, high), asked of the broker."},
     {"take_events", (PyCFunction)Consumer_take_events, METH_NOARGS,

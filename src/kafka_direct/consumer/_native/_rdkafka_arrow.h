@@ -2,7 +2,8 @@
  * the extension is and why it exists.
  *
  * Units: _arrow_columns.c (Arrow buffers from librdkafka messages), _rdkafka_consume.c
- * (Consumer.consume), _rdkafka_arrow.c (the rest of the Consumer type and the module), and the
+ * (Consumer.consume), _rdkafka_consume_many.c (the
+ * reads of a packed task: Consumer.assign_many, Consumer.consume_many), _rdkafka_arrow.c (the rest of the Consumer type and the module), and the
  * units shared with the producer's extension, in src/kafka_direct/_native/ (librdkafka resolved
  * at run time, error events and log lines: _rdkafka_abi.h).
  * All run in Spark executors (Python workers). Compiled with -fvisibility=hidden: only the
@@ -36,6 +37,10 @@ int kd_enter(Consumer *self);
 
 /* _rdkafka_consume.c */
 PyObject *kd_consume(Consumer *self, PyObject *args);
+
+/* _rdkafka_consume_many.c */
+PyObject *kd_assign_many(Consumer *self, PyObject *args);
+PyObject *kd_consume_many(Consumer *self, PyObject *args);
 
 /* _arrow_columns.c */
 int kd_fill_binary(rd_kafka_message_t **rows, Py_ssize_t n, int which, PyObject **offsets_out,

@@ -1,0 +1,112 @@
+#!/usr/bin/env python
+"""What one more range costs a packed task, in records: ``python
+benchmarks/partitions_open_cost.py``. Runs in the benchmark process, without Spark (the embedded
+broker unless KAFKA_BOOTSTRAP_SERVERS is given).
+
+The same records read by one consumer (``kafka_direct.consumer.packed``) from a few partitions
+and from many: the difference per extra partition, divided by the cost of one record, is the
+``open cost`` that packing charges per range (Spark's ``openCostInBytes``). A long single range
+gives the records per second of one task, against which a task's fixed cost in Spark is weighed
+to choose ``maxRecordsPerTask``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+import uuid
+from typing import Any
+
+from kafka_direct_bench.common import log
+from kafka_direct_bench.dataset import create_topic, delete_topics, new_topic
+from partitions import produce
+
+from kafka_direct.config.clients import executor_consumer_config
+from kafka_direct.consumer.native import NativeConsumer
+from kafka_direct.consumer.packed import GroupConsumer, fetch_ranges
+from kafka_direct.offsets import OffsetRange
+
+
+def read_once(bootstrap: str, path: str, ranges: list[OffsetRange]) -> tuple[float, int]:
+    """Seconds to read ``ranges`` with a fresh consumer (its creation included), and rows."""
+    from confluent_kafka import Consumer
+
+    conf = executor_consumer_config(
+        {"bootstrap.servers": bootstrap},
+        group_id=f"open-cost-{uuid.uuid4().hex[:8]}",
+        isolation_level="read_uncommitted",
+    )
+    t0 = time.perf_counter()
+    gc = GroupConsumer(NativeConsumer(conf) if path == "native" else Consumer(conf))
+    try:
+        rows = sum(
+            b.num_rows
+            for b in fetch_ranges(
+                gc,
+                ranges,
+                poll_timeout_ms=30_000,
+                fail_on_data_loss=True,
+                batch_size=20_000,
+                include_headers=False,
+            )
+        )
+    finally:
+        gc.close()
+    return time.perf_counter() - t0, rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    from kafka_direct.testing.broker import EmbeddedBroker
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--records", type=int, default=21_000)
+    p.add_argument("--many", type=int, default=1000)
+    p.add_argument("--few", type=int, default=10)
+    p.add_argument("--long", type=int, default=1_000_000, help="records of the long range")
+    p.add_argument("--repeats", type=int, default=5)
+    args = p.parse_args(argv)
+    external = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    broker = None if external else EmbeddedBroker().start()
+    bootstrap = external or broker.bootstrap_servers  # type: ignore[union-attr]
+    topics: list[str] = []
+    out: dict[str, Any] = {}
+    try:
+        cases = {
+            "many": (args.many, args.records // args.many),
+            "few": (args.few, args.records // args.few),
+            "long": (1, args.long),
+        }
+        plan = {}
+        for name, (partitions, per) in cases.items():
+            topic = new_topic(f"open-cost-{name}")
+            topics.append(topic)
+            create_topic(bootstrap, topic, partitions)
+            produce(bootstrap, topic, [per] * partitions, 100)
+            plan[name] = [OffsetRange(topic, q, 0, per) for q in range(partitions)]
+        for path in ("native", "python"):
+            for name, ranges in plan.items():
+                runs = [read_once(bootstrap, path, ranges) for _ in range(args.repeats)]
+                out[(path, name)] = statistics.median(t for t, _ in runs)
+                log(f"{path} {name}: {len(ranges)} range(s), {runs[0][1]:,} rows, "
+                    f"median {out[(path, name)] * 1e3:.1f} ms")  # fmt: skip
+    finally:
+        delete_topics(bootstrap, topics)
+        if broker is not None:
+            broker.stop()
+    for path in ("native", "python"):
+        per_range = (out[(path, "many")] - out[(path, "few")]) / (args.many - args.few)
+        per_record = out[(path, "long")] / args.long
+        print(
+            f"{path}: {per_range * 1e3:.3f} ms per extra range, {per_record * 1e6:.3f} us per "
+            f"record ({1 / per_record:,.0f} records/s in one task): one range costs "
+            f"{per_range / per_record:,.0f} records",
+            flush=True,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

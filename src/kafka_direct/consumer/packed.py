@@ -1,0 +1,324 @@
+"""Read the ranges of one packed task (several topic-partitions) with one consumer. Runs in
+Spark executors (Python workers).
+
+The driver packs small ranges into one task (:mod:`kafka_direct.planning.packing`). Reading
+them one after the other, re-assigning the consumer each time, would pay a fetch round trip per
+range; instead every range's partition is assigned to one consumer at once, so librdkafka
+fetches all of a broker's partitions in one request and queues their records on the one
+consumer queue. One loop takes records off that queue and keeps each against its own range:
+
+- the contract of :func:`~kafka_direct.consumer.fetch.fetch_range` holds per range: a range is
+  done when a record at or past its ``until`` arrives or its log end (EOF) is at or past
+  ``until``, never by counting records; an EOF short of ``until`` or an out-of-range position
+  goes through the same data-loss checks (``failOnDataLoss``), with the same messages;
+- ``kafkaConsumer.pollTimeoutMs`` bounds the time without progress of the task as a whole;
+- on the fast path (:mod:`kafka_direct.consumer.native`) the C loop does the keeping and
+  returns one Arrow batch of rows of several partitions per read; on the Python path each read
+  gives one batch per partition.
+
+A pooled consumer keeps its assignment, and its queue, when the next task reads the same
+partitions from exactly where their queues stand (consecutive micro-batches of busy
+partitions, packed the same way): re-assigning would throw the prefetched records away and wait
+for the fetch in flight. Otherwise the task assigns its partitions afresh, to a new client when
+the old one has been assigned before (see :meth:`GroupConsumer.start_at`). A partition that the
+data-loss policy repositions (records gone) is repositioned by assigning the task's unfinished
+ranges again at their next offsets: losses are rare, and this needs no per-partition seek.
+
+Several ranges of one partition in one task (a filter narrowed it to stretches with gaps
+between) are read in rounds, one range per partition per round.
+"""
+
+from __future__ import annotations
+
+import time
+from array import array
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from confluent_kafka import KafkaError
+from confluent_kafka import TopicPartition as CkTopicPartition
+
+from kafka_direct.consumer.fetch import (
+    _OUT_OF_RANGE,
+    CONSUME_SLICE_S,
+    OnSkip,
+    PartitionConsumer,
+    _check_short_log,
+    _GcPaused,
+    _out_of_range,
+    _timeout,
+)
+from kafka_direct.consumer.native import NativeConsumer
+from kafka_direct.consumer.rows import to_record_batch
+from kafka_direct.kafka.translate import kafka_errors, translate
+from kafka_direct.offsets import OffsetRange, TopicPartition
+
+__all__ = ["GroupConsumer", "fetch_ranges", "rounds"]
+
+#: ``(slot, last, beyond, eof)``: what one read learned of one range (see ``NativeBatch``).
+News = tuple[int, int, bool, int | None]
+
+
+class GroupConsumer(PartitionConsumer):
+    """A consumer assigned to the partitions of a packed task, plus what *we* know of its
+    queue: per partition, the offset after the last record (or the log end) taken off it. A
+    pooled one whose assignment and positions are exactly where the next task starts keeps
+    its queue, prefetched records included (see :meth:`stands_at`)."""
+
+    def __init__(
+        self, consumer: Any, events: Any = None, renew: Callable[[], Any] | None = None
+    ) -> None:
+        super().__init__(consumer, events)
+        #: Builds a new client like ``consumer`` (see :meth:`start_at`); None: re-assign.
+        self._renew = renew
+        #: Partitions the data-loss checks moved, and where to: applied by re-assigning.
+        self.moved: dict[tuple[str, int], int] = {}
+        #: Where the queue stands, per assigned partition (absent: not known).
+        self.positions: dict[tuple[str, int], int] = {}
+        self._assignment: frozenset[tuple[str, int]] = frozenset()
+
+    def stands_at(self, starts: Sequence[tuple[str, int, int]]) -> bool:
+        """Whether the consumer is assigned exactly these partitions, each queue standing at
+        its ``offset``: then the next records it delivers are those wanted, in order."""
+        positions = self.positions
+        return self._assignment == frozenset((t, p) for t, p, _ in starts) and all(
+            positions.get((t, p)) == o for t, p, o in starts
+        )
+
+    def start_at(self, starts: Sequence[tuple[str, int, int]]) -> None:
+        """Make ``starts`` the next records delivered: the queue as it stands if it stands
+        there, else a fresh assignment. A client that was assigned before is replaced by a new
+        one first: while its partitions sit at the log end, it has a fetch waiting at the
+        broker (up to ``fetch.wait.max.ms``), which a new assignment would wait for; a new
+        client connects and fetches sooner (measured in docs/performance-partitions.md)."""
+        if self.stands_at(starts):
+            return
+        if self._assignment and self._renew is not None:
+            self._assignment = frozenset()
+            self.consumer.close()
+            self.consumer = self._renew()
+        self.assign_all(starts)
+
+    def assign_all(self, starts: Sequence[tuple[str, int, int]]) -> None:
+        """Assign exactly these ``(topic, partition, offset)``."""
+        self.moved.clear()
+        self.next_offset = None
+        self._assignment = frozenset()
+        self.positions = {}
+        with kafka_errors(f"Assigning {len(starts)} partition(s)"):
+            if isinstance(self.consumer, NativeConsumer):
+                self.consumer.assign_many(list(starts))
+            else:
+                self.consumer.assign([CkTopicPartition(t, p, o) for t, p, o in starts])
+        self._assignment = frozenset((t, p) for t, p, _ in starts)
+        self.positions = {(t, p): o for t, p, o in starts}
+
+    def position_at(
+        self, topic: str, partition: int, offset: int, log_start: int | None = None
+    ) -> None:
+        # Called by fetch's data-loss checks; the read loop re-assigns once it has them all.
+        self.moved[(topic, partition)] = offset
+        self.positions.pop((topic, partition), None)
+
+
+def rounds(ranges: Sequence[OffsetRange]) -> list[list[OffsetRange]]:
+    """The task's non-empty ranges in rounds: at most one range per partition in each, in
+    offset order per partition."""
+    by_tp: dict[TopicPartition, list[OffsetRange]] = {}
+    for r in sorted(r for r in ranges if r.count() > 0):
+        by_tp.setdefault(r.topic_partition, []).append(r)
+    depth = max((len(v) for v in by_tp.values()), default=0)
+    return [[v[j] for v in by_tp.values() if len(v) > j] for j in range(depth)]
+
+
+@dataclass
+class _Slot:
+    rng: OffsetRange
+    nxt: int
+
+    @property
+    def done(self) -> bool:
+        return self.nxt >= self.rng.until_offset
+
+
+def fetch_ranges(
+    pc: GroupConsumer,
+    ranges: Sequence[OffsetRange],
+    *,
+    poll_timeout_ms: int,
+    fail_on_data_loss: bool,
+    batch_size: int,
+    include_headers: bool,
+    log_starts: Mapping[TopicPartition, int] | None = None,
+    on_skip: OnSkip | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """Yield the records of ``ranges`` as Arrow batches of at most ``batch_size`` rows, reading
+    them together with ``pc`` (see the module docstring). ``log_starts``: the partitions' first
+    offsets where the driver knew them; a queue standing below one was filled before a
+    deletion and is not reused."""
+    starts = log_starts or {}
+    for t, p in list(pc.positions):
+        first = starts.get(TopicPartition(t, p))
+        if first is not None and pc.positions[(t, p)] < first:
+            pc.positions.pop((t, p))
+    for ranges_of_round in rounds(ranges):
+        yield from _fetch_round(
+            pc,
+            ranges_of_round,
+            poll_timeout_ms=poll_timeout_ms,
+            fail_on_data_loss=fail_on_data_loss,
+            batch_size=batch_size,
+            include_headers=include_headers,
+            on_skip=on_skip,
+        )
+
+
+def _fetch_round(
+    pc: GroupConsumer,
+    ranges: list[OffsetRange],
+    *,
+    poll_timeout_ms: int,
+    fail_on_data_loss: bool,
+    batch_size: int,
+    include_headers: bool,
+    on_skip: OnSkip | None,
+) -> Iterator[pa.RecordBatch]:
+    slots = [_Slot(r, r.from_offset) for r in ranges]
+    index = {(s.rng.topic, s.rng.partition): i for i, s in enumerate(slots)}
+    pc.start_at([(s.rng.topic, s.rng.partition, s.nxt) for s in slots])
+    native = pc.consumer if isinstance(pc.consumer, NativeConsumer) else None
+    topics = pa.array([s.rng.topic for s in slots], pa.string())
+    partitions = pa.array([s.rng.partition for s in slots], pa.int32())
+    timeout_s = poll_timeout_ms / 1000.0
+    slice_s = min(CONSUME_SLICE_S, timeout_s)
+    deadline = time.monotonic() + timeout_s
+    events = pc.events
+    mark = events.mark() if events is not None else 0
+    what = f"Consuming {len(slots)} range(s) of a packed task"
+    active = [s for s in slots if not s.done]
+    while active:
+        n = min(sum(s.rng.until_offset - s.nxt for s in active), batch_size)
+        if native is not None:
+            bounds = array("q", [v for s in slots for v in (s.nxt, s.rng.until_offset)])
+            with kafka_errors(what):
+                got = native.consume_many(
+                    index, bounds.tobytes(), topics, partitions, n, slice_s, include_headers
+                )
+            if got is not None and got.error is not None:
+                raise translate(KafkaError(*got.error), what)
+            taken = None if got is None else (([got.batch] if got.batch else []), got.news)
+        else:
+            taken = _take_python(pc, slots, index, n, slice_s, include_headers, what)
+        if taken is None:
+            fatal = events.config_error(mark) if events is not None else None
+            if fatal is not None:
+                raise fatal
+            if time.monotonic() > deadline:
+                first = active[0]
+                raise _timeout(first.rng, first.nxt, poll_timeout_ms, events)
+            continue
+        if events is not None:
+            mark = events.mark()
+        batches, news = taken
+        for i, last, beyond, eof in news:
+            _advance(pc, slots[i], last, beyond, eof, fail_on_data_loss, on_skip)
+        if pc.moved:
+            active = [s for s in slots if not s.done]
+            pc.assign_all([(s.rng.topic, s.rng.partition, s.nxt) for s in active])
+        active = [s for s in active if not s.done]
+        yield from batches
+        del batches, taken
+        deadline = time.monotonic() + timeout_s
+
+
+def _advance(
+    pc: GroupConsumer,
+    slot: _Slot,
+    last: int,
+    beyond: bool,
+    eof: int | None,
+    fail: bool,
+    on_skip: OnSkip | None,
+) -> None:
+    """Move ``slot`` on by what one read learned of it (as ``fetch_range`` does for a range)."""
+    until = slot.rng.until_offset
+    tp = (slot.rng.topic, slot.rng.partition)
+    if last >= 0:
+        slot.nxt = until if beyond else max(slot.nxt, last + 1)
+        pc.positions[tp] = last + 1
+    if eof == _OUT_OF_RANGE:
+        # librdkafka stops fetching the partition: its queue cannot be reused.
+        pc.positions.pop(tp, None)
+    elif eof is not None:
+        # A trailing EOF: the queue stands at the log end, even when the range was already
+        # complete (librdkafka sends one EOF per log end; a reused queue must know it).
+        pc.positions[tp] = eof
+    if slot.nxt >= until:
+        return
+    if eof == _OUT_OF_RANGE:
+        slot.nxt = _out_of_range(pc, slot.rng, slot.nxt, fail, on_skip)
+    elif eof is not None:
+        # Everything before the log end has been delivered, so [nxt, eof) is a gap.
+        slot.nxt = (
+            until
+            if eof >= until
+            else _check_short_log(pc, slot.rng, max(slot.nxt, eof), fail, on_skip)
+        )
+
+
+def _take_python(
+    pc: GroupConsumer,
+    slots: list[_Slot],
+    index: dict[tuple[str, int], int],
+    n: int,
+    slice_s: float,
+    headers: bool,
+    what: str,
+) -> tuple[list[pa.RecordBatch], list[News]] | None:
+    """One ``consume(n)`` through confluent-kafka's messages: one batch per partition."""
+    consumer = pc.consumer
+    assert not isinstance(consumer, NativeConsumer)
+    with _GcPaused():
+        with kafka_errors(what):
+            msgs = consumer.consume(n, slice_s)
+        if not msgs:
+            return None
+        rows: dict[int, list[Any]] = {}
+        # slot -> [last, beyond, eof, out_of_range]
+        seen: dict[int, list[Any]] = {}
+        for m in msgs:
+            err = m.error()
+            i = index.get((m.topic(), m.partition()))
+            if err is not None:
+                code = err.code()
+                if i is not None and code == KafkaError._PARTITION_EOF:
+                    seen.setdefault(i, [-1, False, None, False])[2] = m.offset()
+                elif i is not None and code == KafkaError._AUTO_OFFSET_RESET:
+                    seen.setdefault(i, [-1, False, None, False])[3] = True
+                else:
+                    raise translate(err, what)
+                continue
+            if i is None:
+                continue
+            state = seen.setdefault(i, [-1, False, None, False])
+            if state[3]:
+                continue
+            offset = m.offset()
+            state[0], state[2] = offset, None  # data after an EOF makes it stale
+            slot = slots[i]
+            if offset >= slot.rng.until_offset:
+                state[1] = True
+            elif offset >= slot.nxt:
+                rows.setdefault(i, []).append(m)
+        batches = [
+            to_record_batch(slots[i].rng.topic, slots[i].rng.partition, kept, headers)
+            for i, kept in rows.items()
+        ]
+        del msgs, rows
+    news = [
+        (i, last, beyond, _OUT_OF_RANGE if out else eof)
+        for i, (last, beyond, eof, out) in seen.items()
+    ]
+    return batches, news
