@@ -7,6 +7,8 @@ stops them (context managers, also cleaned up at interpreter exit):
   (brokers down, leader moves, slow brokers, injected request errors, deleted records).
 - :class:`DurableBroker`: the embedded Tansu broker on S3 storage (a local moto server), so it
   can be SIGKILLed and restarted without losing a record. Needs ``moto[server]``.
+- :class:`SchemaRegistry`: a real Confluent-compatible Schema Registry (Apicurio Registry 3,
+  in-memory, from Maven Central; needs Java 21+), for ``from_avro`` / ``to_avro``.
 - :class:`StandaloneCluster`: a Spark standalone master and workers from the installed PySpark,
   so executors are separate JVMs that can be killed.
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 from kafka_direct.testing.durable_broker import DurableBroker
 from kafka_direct.testing.mock_cluster import ApiKey, MockCluster
+from kafka_direct.testing.schema_registry import SchemaRegistry
 from kafka_direct.testing.standalone import StandaloneCluster
 
-__all__ = ["ApiKey", "DurableBroker", "MockCluster", "StandaloneCluster"]
+__all__ = ["ApiKey", "DurableBroker", "MockCluster", "SchemaRegistry", "StandaloneCluster"]
