@@ -1,5 +1,5 @@
 """Column functions for records in the Confluent wire format: ``from_avro`` and ``to_avro`` with
-Databricks' PySpark signatures, so that code moves over unchanged. Runs on the Spark driver
+Databricks' PySpark signatures, so that code moves over unchanged. Runs in the Spark driver
 (planning: the registry is asked for the schema once, here); the returned columns run in the
 Python workers as vectorised Arrow UDFs (:mod:`kafka_direct.schema_registry.avro_codec`).
 

@@ -1,5 +1,6 @@
 """Records in the Confluent wire format (magic byte 0, a 4-byte schema id, then Avro bytes), with
-their schemas in a Confluent-compatible Schema Registry.
+their schemas in a Confluent-compatible Schema Registry. Plain library: the driver and the Python
+workers.
 
 The public functions are in :mod:`kafka_direct.functions` (``from_avro`` / ``to_avro``). This
 package holds their parts, by process:

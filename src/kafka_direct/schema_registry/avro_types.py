@@ -1,4 +1,4 @@
-"""Avro schema → Spark SQL type, as spark-avro's ``SchemaConverters.toSqlType`` maps it. PURE:
+"""Avro schema → Spark SQL type, as spark-avro's ``SchemaConverters.toSqlType`` maps it. Pure:
 the driver calls it while planning; no pyspark import (the result is Spark's JSON form of a
 type, which the driver turns into a ``DataType`` with ``DataType.fromJson``).
 

@@ -1,4 +1,4 @@
-"""The Schema Registry's REST API (Confluent's, which Apicurio serves too). Runs on the driver
+"""The Schema Registry's REST API (Confluent's, which Apicurio serves too). Runs in the driver
 (planning: latest schema, registering) and in the Python workers (writer schemas by id).
 
 Schemas are immutable once registered, so a schema fetched by id is cached for the life of the

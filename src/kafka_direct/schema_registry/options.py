@@ -1,5 +1,5 @@
 """The options of ``from_avro`` / ``to_avro`` with a Schema Registry, parsed and validated once
-on the driver. PURE: no I/O; the result is pickled into the Python workers' UDFs.
+on the driver. Pure: no I/O; the result is pickled into the Python workers' UDFs.
 
 Option names follow Databricks' ``from_avro`` where it has one (``mode``,
 ``confluent.schema.registry.basic.auth.user.info``), and confluent-kafka's
@@ -10,12 +10,13 @@ moved into it, so no error or log line can carry a secret.
 
 from __future__ import annotations
 
+import difflib
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from kafka_direct.config.kafka import REDACTED, refuse_near_misses
+from kafka_direct.config.kafka import REDACTED, is_secret
 from kafka_direct.errors import ConfigurationError
 
 __all__ = [
@@ -106,20 +107,20 @@ class WriteOptions:
     auto_register: bool = True
 
 
-def _shown(key: str, value: object) -> object:
-    return REDACTED if key in _SECRETS else value
-
-
 def _check_known(options: Mapping[str, str], allowed: tuple[str, ...], function: str) -> None:
-    refuse_near_misses(options, allowed, f"{function} option")
     for key, value in options.items():
-        if key not in allowed:
-            raise ConfigurationError(
-                key,
-                _shown(key, value),
-                f"one of the {function} options: {', '.join(allowed)}",
-                "kafka_direct refuses options it would otherwise silently ignore.",
-            )
+        if key in allowed:
+            continue
+        shown = REDACTED if key in _SECRETS or is_secret(key) or "user.info" in key else value
+        close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.8)
+        raise ConfigurationError(
+            key,
+            shown,
+            f"one of the {function} options: {', '.join(allowed)}",
+            f"Did you mean '{close[0]}'?"
+            if close
+            else "kafka_direct refuses options it would otherwise silently ignore.",
+        )
 
 
 def parse_registry(address: str, options: Mapping[str, str]) -> RegistryOptions:

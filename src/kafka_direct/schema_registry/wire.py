@@ -1,4 +1,4 @@
-"""The Confluent wire format's 5-byte header and the subject name strategies. PURE: imported by
+"""The Confluent wire format's 5-byte header and the subject name strategies. Pure: imported by
 the driver and the Python workers, no I/O.
 
 A record is ``0x00`` (the magic byte), the schema id as a big-endian unsigned 32-bit integer,
