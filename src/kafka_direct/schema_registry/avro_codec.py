@@ -205,6 +205,16 @@ def from_spark_converter(schema: Any) -> Converter | None:
     return None
 
 
+def _where(row: int, *, capital: bool = False) -> str:
+    """Where a record is, as far as a column function can know: the row in this Arrow batch and
+    the Spark partition (the Kafka topic, partition and offset are other columns)."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    where = f"{'R' if capital else 'r'}ow {row} of this batch"
+    return where if context is None else f"{where} in Spark partition {context.partitionId()}"
+
+
 def _binary_views(values: pa.Array) -> tuple[bytes, list[int]]:
     """The value buffer of a (large) binary array and its ``len + 1`` record offsets."""
     if pa.types.is_large_binary(values.type):
@@ -292,7 +302,7 @@ class AvroDecoder:
                     value = read(stream, reader, None)
                 else:
                     if end - begin < HEADER_SIZE or data[begin] != 0:
-                        split_header(data[begin:end], f" in row {row} of this batch")  # raises
+                        split_header(data[begin:end], f" in {_where(row)}")  # raises
                     schema_id = int.from_bytes(data[begin + 1 : begin + HEADER_SIZE], "big")
                     writer = self._writer(schema_id)
                     stream.seek(begin + HEADER_SIZE)
@@ -302,7 +312,7 @@ class AvroDecoder:
                         value = read(stream, writer, reader, True, True)
                 if stream.tell() != end:
                     raise WireFormatError(
-                        f"Row {row} of this batch has {end - stream.tell()} byte(s) left over "
+                        f"{_where(row, capital=True)} has {end - stream.tell()} byte(s) left over "
                         f"after its Avro record"
                         + (f" (schema id {schema_id})" if schema_id is not None else "")
                         + ": the record and its schema do not match."
@@ -325,7 +335,7 @@ class AvroDecoder:
     ) -> WireFormatError:
         which = f"writer schema id {schema_id}" if schema_id is not None else "jsonFormatSchema"
         return WireFormatError(
-            f"Row {row} of this batch does not decode with {which} "
+            f"{_where(row, capital=True)} does not decode with {which} "
             f"({type(exc).__name__}: {exc}; first bytes: {preview(record)}). Use mode "
             "'PERMISSIVE' to get null for such records."
         )
