@@ -40,7 +40,7 @@ _parsed_by_id: dict[tuple[str, int], Any] = {}
 
 
 def _parse(schema: Any) -> Any:
-    return fastavro.parse_schema(schema, _write_hint=False)
+    return fastavro.parse_schema(schema)
 
 
 def _is_null(schema: Any) -> bool:
