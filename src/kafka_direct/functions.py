@@ -12,7 +12,9 @@ Python workers as vectorised Arrow UDFs (:mod:`kafka_direct.schema_registry.avro
     out = events.select(to_avro(struct("event.*"), subject="out-value",
                                 schemaRegistryAddress="http://registry:8081").alias("value"))
 
-Without ``schemaRegistryAddress`` both functions read and write bare Avro with
+``from_json_schema`` / ``to_json_schema`` do the same for JSON Schema records (see
+:mod:`kafka_direct.schema_registry.json_schema`). Without ``schemaRegistryAddress`` the Avro
+functions read and write bare Avro with
 ``jsonFormatSchema``, as Spark's own ``from_avro`` / ``to_avro`` do. Needs ``fastavro``
 (``pip install 'kafka-direct[schema-registry]'``).
 """
@@ -27,6 +29,7 @@ from kafka_direct.errors import ConfigurationError
 from kafka_direct.schema_registry.avro_types import parse_schema, record_full_name, to_spark_type
 from kafka_direct.schema_registry.client import RegistryClient
 from kafka_direct.schema_registry.errors import SchemaNotFoundError
+from kafka_direct.schema_registry.json_schema import from_json_schema, to_json_schema
 from kafka_direct.schema_registry.options import (
     parse_read_options,
     parse_registry,
@@ -38,7 +41,7 @@ from kafka_direct.schema_registry.wire import subject_name
 if TYPE_CHECKING:
     from pyspark.sql import Column
 
-__all__ = ["from_avro", "to_avro"]
+__all__ = ["from_avro", "from_json_schema", "to_avro", "to_json_schema"]
 
 
 def _require_fastavro(function: str) -> None:

@@ -50,6 +50,7 @@ PURE = [
     "kafka_direct.producer.partitioning",
     "kafka_direct.schema_registry.avro_types",
     "kafka_direct.schema_registry.errors",
+    "kafka_direct.schema_registry.json_types",
     "kafka_direct.schema_registry.options",
     "kafka_direct.schema_registry.wire",
     "kafka_direct.dstream.strategies",

@@ -190,8 +190,8 @@ def _registry_part(options: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in options.items() if k in _REGISTRY_OPTIONS}
 
 
-def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
-    _check_known(options, (*_REGISTRY_OPTIONS, *_READ_OPTIONS), "from_avro")
+def parse_read_options(options: Mapping[str, str], function: str = "from_avro") -> ReadOptions:
+    _check_known(options, (*_REGISTRY_OPTIONS, *_READ_OPTIONS), function)
     mode = str(options.get("mode", "FAILFAST")).upper()
     if mode not in ("FAILFAST", "PERMISSIVE"):
         raise ConfigurationError(
@@ -216,8 +216,8 @@ def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
     )
 
 
-def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
-    _check_known(options, (*_REGISTRY_OPTIONS, *_WRITE_OPTIONS), "to_avro")
+def parse_write_options(options: Mapping[str, str], function: str = "to_avro") -> WriteOptions:
+    _check_known(options, (*_REGISTRY_OPTIONS, *_WRITE_OPTIONS), function)
     flags = {}
     for name, default in (("isKey", False), ("autoRegisterSchemas", True)):
         raw = str(options.get(name, default)).lower()
