@@ -21,6 +21,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
+from kafka_direct.errors import ConfigurationError
 from kafka_direct.schema_registry.errors import SchemaNotFoundError, SchemaRegistryError
 from kafka_direct.schema_registry.options import RegistryOptions
 
@@ -70,13 +71,25 @@ class RegistryClient:
         if not self.options.url.startswith("https:"):
             return None
         if self._ssl is None:
-            context = ssl.create_default_context(cafile=self.options.ca_location)
-            if self.options.certificate_location:
-                context.load_cert_chain(
-                    self.options.certificate_location,
-                    self.options.key_location,
-                    self.options.auth.key_password,
-                )
+            prefix = "confluent.schema.registry.ssl."
+            option, value = prefix + "ca.location", self.options.ca_location
+            try:
+                context = ssl.create_default_context(cafile=self.options.ca_location)
+                if self.options.certificate_location:
+                    option = prefix + "certificate.location"
+                    value = self.options.certificate_location
+                    context.load_cert_chain(
+                        self.options.certificate_location,
+                        self.options.key_location,
+                        self.options.auth.key_password,
+                    )
+            except (OSError, ssl.SSLError) as exc:
+                raise ConfigurationError(
+                    option,
+                    value,
+                    f"readable PEM files for TLS to the Schema Registry ({exc})",
+                    "Check the path on every Spark worker, and the key's password.",
+                ) from None
             self._ssl = context
         return self._ssl
 

@@ -88,3 +88,27 @@ def test_write_options() -> None:
     assert (parsed.topic, parsed.is_key, parsed.auto_register) == ("t", True, False)
     with pytest.raises(ConfigurationError, match=r"'isKey'.*'true' or 'false'"):
         parse_write_options({"isKey": "yes"})
+
+
+def test_the_client_sends_basic_or_bearer_auth_and_verifies_tls_with_the_given_ca(
+    tmp_path: object,
+) -> None:
+    import base64
+
+    basic = RegistryClient(parse_registry("http://bob:pw@r:1", {}))
+    assert basic._headers()["Authorization"] == "Basic " + base64.b64encode(b"bob:pw").decode()
+    bearer = RegistryClient(parse_registry("http://r:1", {BEARER: "tok"}))
+    assert bearer._headers()["Authorization"] == "Bearer tok"
+    assert "Authorization" not in RegistryClient(parse_registry("http://r:1", {}))._headers()
+    assert RegistryClient(parse_registry("http://r:1", {}))._context() is None
+    secure = RegistryClient(parse_registry("https://r:1", {}))
+    context = secure._context()
+    assert context is not None and context.verify_mode.name == "CERT_REQUIRED"
+    missing_ca = RegistryClient(
+        parse_registry("https://r:1", {"confluent.schema.registry.ssl.ca.location": "/no/ca.pem"})
+    )
+    with pytest.raises(
+        ConfigurationError,
+        match=r"'confluent\.schema\.registry\.ssl\.ca\.location': got '/no/ca\.pem'",
+    ):
+        missing_ca._context()
