@@ -22,12 +22,9 @@ import fastavro
 import pyarrow as pa
 from fastavro.schema import expand_schema
 
+from kafka_direct.errors import KafkaDirectError
 from kafka_direct.schema_registry.client import RegistryClient
-from kafka_direct.schema_registry.errors import (
-    SchemaNotFoundError,
-    SchemaRegistryError,
-    WireFormatError,
-)
+from kafka_direct.schema_registry.errors import SchemaNotFoundError, WireFormatError
 from kafka_direct.schema_registry.options import RegistryOptions
 from kafka_direct.schema_registry.wire import HEADER_SIZE, header, preview, split_header
 
@@ -322,8 +319,8 @@ class AvroDecoder:
                 if self.mode == "FAILFAST":
                     raise
                 append(None)
-            except SchemaRegistryError:
-                raise  # the registry is down or refuses us: not a property of this record
+            except KafkaDirectError:
+                raise  # the registry is down, refuses us, or TLS is misconfigured: not the record
             except Exception as exc:
                 if self.mode == "FAILFAST":
                     raise self._undecodable(row, schema_id, data[begin:end], exc) from exc
