@@ -10,6 +10,8 @@ stops them (context managers, also cleaned up at interpreter exit):
   (brokers down, leader moves, slow brokers, injected request errors, deleted records).
 - :class:`DurableBroker`: the embedded Tansu broker on S3 storage (a local moto server), so it
   can be SIGKILLed and restarted without losing a record. Needs ``moto[server]``.
+- :class:`SchemaRegistry`: a real Confluent-compatible Schema Registry (Apicurio Registry 3,
+  in-memory, from Maven Central; needs Java 21+), for ``from_avro`` / ``to_avro``.
 - :class:`StandaloneCluster`: a Spark standalone master and workers from the installed PySpark,
   so executors are separate JVMs that can be killed.
 
@@ -23,6 +25,7 @@ from kafka_direct.testing.durable_broker import DurableBroker
 from kafka_direct.testing.jars import JarFetchError, fetch_maven_jars
 from kafka_direct.testing.kafka_cluster import KafkaCluster, KafkaClusterError
 from kafka_direct.testing.mock_cluster import ApiKey, MockCluster
+from kafka_direct.testing.schema_registry import SchemaRegistry
 from kafka_direct.testing.standalone import StandaloneCluster
 
 __all__ = [
@@ -32,6 +35,7 @@ __all__ = [
     "KafkaCluster",
     "KafkaClusterError",
     "MockCluster",
+    "SchemaRegistry",
     "StandaloneCluster",
     "fetch_maven_jars",
 ]

@@ -1,0 +1,194 @@
+"""Benchmark: decoding Confluent-framed Avro in Spark, records/s, three ways on the same bytes.
+
+- kafka_direct ``from_avro`` with a real Schema Registry (Apicurio, started here): the wire
+  format, the writer schema looked up by the id in each header;
+- Spark's own ``from_avro`` (the ``spark-avro`` jar from Maven Central) on the same bytes with
+  the 5-byte header stripped by ``substring`` and the schema given as ``jsonFormatSchema``;
+- plain ``fastavro.schemaless_reader`` in a loop in this process (one core, no Spark).
+
+Every row decodes the same N records, cached in Spark's memory first, and materialises every
+field (``write.format("noop")``). Each Spark row is checked to decode exactly N records and
+the same sum of one field. Runs in the user's process (the Spark driver)::
+
+    . scripts/setup.sh
+    python benchmarks/schema_registry.py                # 200,000 records, 3 rounds
+    python benchmarks/schema_registry.py --records 20000 --rounds 1   # a quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import decimal
+import io
+import json
+import os
+import statistics
+import sys
+import time
+from typing import Any
+
+import fastavro
+
+SCHEMA: dict[str, Any] = {
+    "type": "record",
+    "name": "Event",
+    "namespace": "bench",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "user", "type": "string"},
+        {"name": "amount", "type": "double"},
+        {"name": "note", "type": ["null", "string"], "default": None},
+        {"name": "kind", "type": {"type": "enum", "name": "Kind", "symbols": ["A", "B", "C"]}},
+        {"name": "at", "type": {"type": "long", "logicalType": "timestamp-micros"}},
+        {
+            "name": "price",
+            "type": {"type": "bytes", "logicalType": "decimal", "precision": 12, "scale": 2},
+        },
+        {"name": "scores", "type": {"type": "array", "items": "int"}},
+        {
+            "name": "device",
+            "type": {
+                "type": "record",
+                "name": "Device",
+                "fields": [
+                    {"name": "os", "type": "string"},
+                    {"name": "version", "type": "int"},
+                ],
+            },
+        },
+    ],
+}
+
+
+def _records(count: int) -> list[dict[str, Any]]:
+    base = datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone.utc)
+    return [
+        {
+            "id": i,
+            "user": f"user-{i % 10_000}",
+            "amount": i * 0.25,
+            "note": None if i % 3 else f"note {i}",
+            "kind": "ABC"[i % 3],
+            "at": base + datetime.timedelta(microseconds=i),
+            "price": decimal.Decimal(i % 100_000) / 100,
+            "scores": [i % 7, i % 11, i % 13],
+            "device": {"os": "linux" if i % 2 else "mac", "version": i % 20},
+        }
+        for i in range(count)
+    ]
+
+
+def _spark_avro_version() -> str:
+    """The newest spark-avro on Maven Central that is not newer than the installed PySpark."""
+    import pyspark
+
+    return os.environ.get("SPARK_AVRO_VERSION") or (
+        "4.2.0" if pyspark.__version__.startswith("4.3") else pyspark.__version__
+    )
+
+
+def _time(function: Any) -> float:
+    began = time.perf_counter()
+    function()
+    return time.perf_counter() - began
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--partitions", type=int, default=2)
+    parser.add_argument("--json", help="also write the figures to this file")
+    args = parser.parse_args(argv)
+
+    from pyspark.sql import functions as F
+    from pyspark.sql.avro.functions import from_avro as spark_from_avro
+
+    from kafka_direct.functions import from_avro
+    from kafka_direct.schema_registry.client import RegistryClient
+    from kafka_direct.schema_registry.options import parse_registry
+    from kafka_direct.schema_registry.wire import header
+    from kafka_direct.testing.local import local_spark
+    from kafka_direct.testing.schema_registry import SchemaRegistry
+
+    schema_text = json.dumps(SCHEMA)
+    parsed = fastavro.parse_schema(SCHEMA)
+    records = _records(args.records)
+    bare: list[bytes] = []
+    for record in records:
+        out = io.BytesIO()
+        fastavro.schemaless_writer(out, parsed, record)
+        bare.append(out.getvalue())
+    expected_sum = sum(r["device"]["version"] for r in records)
+
+    results: dict[str, list[float]] = {"kafka_direct": [], "spark_avro": [], "fastavro": []}
+    with SchemaRegistry() as registry:
+        print(
+            f"registry: Apicurio {registry.version} started in {registry.startup_s:.1f} s, "
+            f"RSS {(registry.rss_bytes() or 0) / 2**20:.0f} MiB",
+            flush=True,
+        )
+        client = RegistryClient(parse_registry(registry.url, {}))
+        schema_id = client.register("bench-value", schema_text)
+        framed = [header(schema_id) + b for b in bare]
+
+        spark = local_spark(
+            "bench-schema-registry",
+            cores=args.partitions,
+            conf={
+                "spark.jars.packages": f"org.apache.spark:spark-avro_2.13:{_spark_avro_version()}"
+            },
+        )
+        try:
+            frame = (
+                spark.createDataFrame([(b,) for b in framed], "value binary")
+                .repartition(args.partitions)
+                .cache()
+            )
+            assert frame.count() == args.records
+            ours = frame.select(
+                from_avro("value", subject="bench-value", schemaRegistryAddress=registry.url).alias(
+                    "e"
+                )
+            )
+            stripped = F.expr("substring(value, 6, length(value) - 5)")
+            theirs = frame.select(spark_from_avro(stripped, schema_text).alias("e"))
+
+            for name, query in (("kafka_direct", ours), ("spark_avro", theirs)):
+                check = query.agg(F.count("e"), F.sum("e.device.version")).first()
+                if tuple(check) != (args.records, expected_sum):
+                    print(f"FAILED check: {name} decoded {tuple(check)}", file=sys.stderr)
+                    return 1
+            for _ in range(args.rounds):
+                for name, query in (("kafka_direct", ours), ("spark_avro", theirs)):
+                    seconds = _time(lambda q=query: q.write.format("noop").mode("overwrite").save())
+                    results[name].append(args.records / seconds)
+
+                def loop() -> None:
+                    read = fastavro.schemaless_reader
+                    for blob in framed:
+                        read(io.BytesIO(blob[5:]), parsed, None)
+
+                results["fastavro"].append(args.records / _time(loop))
+        finally:
+            spark.stop()
+
+    median = {name: statistics.median(values) for name, values in results.items()}
+    print(f"\n{args.records:,} records, {args.partitions} Spark cores, median of {args.rounds}")
+    print(f"{'decoder':<40}{'records/s':>14}{'vs Spark':>10}")
+    labels = {
+        "kafka_direct": "kafka_direct from_avro (wire format)",
+        "spark_avro": "Spark from_avro (header stripped)",
+        "fastavro": "fastavro loop, 1 core, no Spark",
+    }
+    for name, value in median.items():
+        print(f"{labels[name]:<40}{value:>14,.0f}{value / median['spark_avro']:>9.2f}x")
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump({"records": args.records, "rounds": results, "median": median}, out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

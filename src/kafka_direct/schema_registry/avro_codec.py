@@ -1,0 +1,374 @@
+"""Arrow batches of Confluent-framed Avro records ⇄ Arrow arrays of Spark values. Runs in the
+Spark Python worker, inside the vectorised (Arrow) UDFs that ``from_avro`` / ``to_avro`` build.
+
+Decoding a batch: one pass over the batch's value buffer. Each record's header names its writer
+schema; the schema is fetched once per id per worker (:mod:`.client`), parsed once, and fastavro
+resolves it to the reader schema (Avro's resolution rules: defaults for added fields, promotions,
+enum symbols, aliases). The decoded values go into one Arrow array of the planned type.
+
+Encoding a batch: every record is written into one buffer (header + Avro), and the output
+``binary`` array is built from that buffer and the record offsets, without a bytes object per
+record.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+from collections.abc import Callable
+from typing import Any, Literal
+
+import fastavro
+import pyarrow as pa
+from fastavro.schema import expand_schema
+
+from kafka_direct.errors import KafkaDirectError
+from kafka_direct.schema_registry.client import RegistryClient
+from kafka_direct.schema_registry.errors import SchemaNotFoundError, WireFormatError
+from kafka_direct.schema_registry.options import RegistryOptions
+from kafka_direct.schema_registry.wire import HEADER_SIZE, header, preview, split_header
+
+__all__ = ["AvroDecoder", "AvroEncoder", "from_spark_converter", "to_spark_converter"]
+
+Converter = Callable[[Any], Any]
+
+_parsed_lock = threading.Lock()
+_parsed_by_id: dict[tuple[str, int], Any] = {}
+
+
+def _parse(schema: Any) -> Any:
+    return fastavro.parse_schema(schema)
+
+
+def _is_null(schema: Any) -> bool:
+    return schema == "null" or (isinstance(schema, dict) and schema.get("type") == "null")
+
+
+def _type_name(schema: Any) -> str:
+    if isinstance(schema, str):
+        return schema
+    if isinstance(schema, list):
+        return "union"
+    kind = schema.get("type")
+    return kind if isinstance(kind, str) else _type_name(kind)
+
+
+def _matches(schema: Any, value: Any) -> bool:
+    """Whether a decoded Python value came from this union branch (fastavro does not say)."""
+    import datetime
+    import decimal
+    import uuid
+
+    logical = schema.get("logicalType") if isinstance(schema, dict) else None
+    kind = _type_name(schema)
+    if logical == "decimal":
+        return isinstance(value, decimal.Decimal)
+    if logical == "uuid":
+        return isinstance(value, (uuid.UUID, str))
+    if logical == "date":
+        return isinstance(value, datetime.date) and not isinstance(value, datetime.datetime)
+    if logical and "timestamp" in logical:
+        return isinstance(value, datetime.datetime)
+    return {
+        "boolean": lambda v: isinstance(v, bool),
+        "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+        "long": lambda v: isinstance(v, int) and not isinstance(v, bool),
+        "float": lambda v: isinstance(v, float),
+        "double": lambda v: isinstance(v, float),
+        "string": lambda v: isinstance(v, str),
+        "enum": lambda v: isinstance(v, str),
+        "bytes": lambda v: isinstance(v, bytes),
+        "fixed": lambda v: isinstance(v, bytes),
+        "array": lambda v: isinstance(v, list),
+        "map": lambda v: isinstance(v, dict),
+        "record": lambda v: isinstance(v, dict),
+        "error": lambda v: isinstance(v, dict),
+    }.get(kind, lambda v: False)(value)
+
+
+def to_spark_converter(schema: Any) -> Converter | None:
+    """A function from fastavro's value to the Arrow-ready value of the Spark type, or ``None``
+    where fastavro's value is already right (the common case: no per-field work)."""
+    if isinstance(schema, list):
+        rest = [b for b in schema if not _is_null(b)]
+        if len(rest) == 1:
+            inner = to_spark_converter(rest[0])
+            return None if inner is None else (lambda v: None if v is None else inner(v))
+        names = sorted(_type_name(b) for b in rest)
+        if names in (["int", "long"], ["double", "float"]):
+            return None
+        members = [(f"member{i}", b, to_spark_converter(b)) for i, b in enumerate(rest)]
+        records = [b for b in rest if _type_name(b) in ("record", "error")]
+
+        def union(value: Any) -> Any:
+            if value is None:
+                return None
+            if isinstance(value, tuple):  # (record name, record): fastavro's record branches
+                name, value = value
+                for field, branch, inner in members:
+                    if isinstance(branch, dict) and branch.get("name") == name:
+                        return {field: inner(value) if inner else value}
+            for field, branch, inner in members:
+                if (len(records) < 2 or branch not in records) and _matches(branch, value):
+                    return {field: inner(value) if inner else value}
+            return None
+
+        return union
+    if isinstance(schema, str):
+        return None
+    kind = schema.get("type")
+    logical = schema.get("logicalType")
+    if isinstance(kind, (dict, list)):
+        return to_spark_converter(kind)
+    if logical == "uuid":
+        return lambda v: None if v is None else str(v)
+    if logical == "time-millis":
+        return lambda v: (v.hour * 3600 + v.minute * 60 + v.second) * 1000 + v.microsecond // 1000
+    if logical == "time-micros":
+        return lambda v: (v.hour * 3600 + v.minute * 60 + v.second) * 1_000_000 + v.microsecond
+    if kind == "array":
+        item = to_spark_converter(schema["items"])
+        return None if item is None else (lambda v: [item(x) for x in v])
+    if kind == "map":
+        mapped = to_spark_converter(schema["values"])
+        return None if mapped is None else (lambda v: {k: mapped(x) for k, x in v.items()})
+    if kind in ("record", "error"):
+        fields = [(f["name"], to_spark_converter(f["type"])) for f in schema["fields"]]
+        changed = [(name, c) for name, c in fields if c is not None]
+        if not changed:
+            return None
+
+        def record(value: dict[str, Any]) -> dict[str, Any]:
+            for name, convert in changed:
+                if value.get(name) is not None:
+                    value[name] = convert(value[name])
+            return value
+
+        return record
+    return None
+
+
+def from_spark_converter(schema: Any) -> Converter | None:
+    """A function from a Spark value (as ``pyarrow``'s ``to_pylist`` gives it) to what fastavro
+    writes for this schema, or ``None`` where no change is needed."""
+    if isinstance(schema, list):
+        rest = [b for b in schema if not _is_null(b)]
+        if len(rest) == 1:
+            inner = from_spark_converter(rest[0])
+            return None if inner is None else (lambda v: None if v is None else inner(v))
+        if sorted(_type_name(b) for b in rest) in (["int", "long"], ["double", "float"]):
+            return None
+        members = [(f"member{i}", b, from_spark_converter(b)) for i, b in enumerate(rest)]
+
+        def union(value: Any) -> Any:
+            if value is None:
+                return None
+            for field, branch, inner in members:
+                chosen = value.get(field)
+                if chosen is not None:
+                    chosen = inner(chosen) if inner else chosen
+                    if _type_name(branch) in ("record", "error", "enum", "fixed"):
+                        return (branch["name"], chosen)  # fastavro's tuple notation
+                    return chosen
+            return None
+
+        return union
+    if isinstance(schema, str):
+        return None
+    kind = schema.get("type")
+    if isinstance(kind, (dict, list)):
+        return from_spark_converter(kind)
+    if kind == "array":
+        item = from_spark_converter(schema["items"])
+        return None if item is None else (lambda v: [item(x) for x in v])
+    if kind == "map":
+        mapped = from_spark_converter(schema["values"])
+        if mapped is None:
+            return lambda v: dict(v)
+        return lambda v: {k: mapped(x) for k, x in v}
+    if kind in ("record", "error"):
+        fields = [(f["name"], from_spark_converter(f["type"])) for f in schema["fields"]]
+        changed = [(name, c) for name, c in fields if c is not None]
+        if not changed:
+            return None
+
+        def record(value: dict[str, Any]) -> dict[str, Any]:
+            for name, convert in changed:
+                if value.get(name) is not None:
+                    value[name] = convert(value[name])
+            return value
+
+        return record
+    return None
+
+
+def _where(row: int, *, capital: bool = False) -> str:
+    """Where a record is, as far as a column function can know: the row in this Arrow batch and
+    the Spark partition (the Kafka topic, partition and offset are other columns)."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    where = f"{'R' if capital else 'r'}ow {row} of this batch"
+    return where if context is None else f"{where} in Spark partition {context.partitionId()}"
+
+
+def _binary_views(values: pa.Array) -> tuple[bytes, list[int]]:
+    """The value buffer of a (large) binary array and its ``len + 1`` record offsets."""
+    if pa.types.is_large_binary(values.type):
+        width = 8
+    elif pa.types.is_binary(values.type):
+        width = 4
+    else:
+        raise WireFormatError(f"from_avro expects a binary column, got Arrow type {values.type}.")
+    offsets_buffer, data_buffer = values.buffers()[1], values.buffers()[2]
+    start = values.offset
+    offsets = memoryview(offsets_buffer).cast("q" if width == 8 else "i")[
+        start : start + len(values) + 1
+    ]
+    data = b"" if data_buffer is None else data_buffer.to_pybytes()
+    return data, offsets.tolist()
+
+
+class AvroDecoder:
+    """Decodes one column's batches. Pickled into the UDF; parses and fetches lazily."""
+
+    def __init__(
+        self,
+        reader_schema: str,
+        arrow_type: pa.DataType,
+        *,
+        registry: RegistryOptions | None,
+        mode: Literal["FAILFAST", "PERMISSIVE"] = "FAILFAST",
+        reader_id: int | None = None,
+    ) -> None:
+        self.reader_schema = reader_schema
+        self.arrow_type = arrow_type
+        self.registry = registry
+        self.mode = mode
+        self.reader_id = reader_id
+        self._state: tuple[Any, Converter | None] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_state": None}
+
+    def _reader(self) -> tuple[Any, Converter | None]:
+        if self._state is None:
+            import json
+
+            loaded = json.loads(self.reader_schema)
+            self._state = (_parse(loaded), to_spark_converter(expand_schema(loaded)))
+        return self._state
+
+    def _writer(self, schema_id: int) -> Any:
+        assert self.registry is not None
+        key = (self.registry.url, schema_id)
+        with _parsed_lock:
+            found = _parsed_by_id.get(key)
+        if found is not None:
+            return found
+        registered = RegistryClient(self.registry).schema_by_id(schema_id)
+        if registered.schema_type.upper() != "AVRO":
+            raise WireFormatError(
+                f"Schema id {schema_id} is a {registered.schema_type} schema, not Avro: "
+                "use the function for that format (from_protobuf, from_json_schema)."
+            )
+        import json
+
+        parsed = _parse(json.loads(registered.schema))
+        with _parsed_lock:
+            _parsed_by_id[key] = parsed
+        return parsed
+
+    def decode(self, values: pa.Array) -> pa.Array:
+        reader, convert = self._reader()
+        data, offsets = _binary_views(values)
+        stream = io.BytesIO(data)
+        valid = values.is_valid().to_pylist() if values.null_count else None
+        out: list[Any] = []
+        append = out.append
+        read = fastavro.schemaless_reader
+        for row in range(len(values)):
+            if valid is not None and not valid[row]:
+                append(None)
+                continue
+            begin, end = offsets[row], offsets[row + 1]
+            schema_id: int | None = None
+            try:
+                if self.registry is None:
+                    stream.seek(begin)
+                    value = read(stream, reader, None)
+                else:
+                    if end - begin < HEADER_SIZE or data[begin] != 0:
+                        split_header(data[begin:end], f" in {_where(row)}")  # raises
+                    schema_id = int.from_bytes(data[begin + 1 : begin + HEADER_SIZE], "big")
+                    writer = self._writer(schema_id)
+                    stream.seek(begin + HEADER_SIZE)
+                    if schema_id == self.reader_id:
+                        value = read(stream, writer, None, True, True)
+                    else:
+                        value = read(stream, writer, reader, True, True)
+                if stream.tell() != end:
+                    raise WireFormatError(
+                        f"{_where(row, capital=True)} has {end - stream.tell()} byte(s) left over "
+                        f"after its Avro record"
+                        + (f" (schema id {schema_id})" if schema_id is not None else "")
+                        + ": the record and its schema do not match."
+                    )
+                append(convert(value) if convert is not None and value is not None else value)
+            except (SchemaNotFoundError, WireFormatError):
+                if self.mode == "FAILFAST":
+                    raise
+                append(None)
+            except KafkaDirectError:
+                raise  # the registry is down, refuses us, or TLS is misconfigured: not the record
+            except Exception as exc:
+                if self.mode == "FAILFAST":
+                    raise self._undecodable(row, schema_id, data[begin:end], exc) from exc
+                append(None)
+        return pa.array(out, type=self.arrow_type)
+
+    def _undecodable(
+        self, row: int, schema_id: int | None, record: bytes, exc: BaseException
+    ) -> WireFormatError:
+        which = f"writer schema id {schema_id}" if schema_id is not None else "jsonFormatSchema"
+        return WireFormatError(
+            f"{_where(row, capital=True)} does not decode with {which} "
+            f"({type(exc).__name__}: {exc}; first bytes: {preview(record)}). Use mode "
+            "'PERMISSIVE' to get null for such records."
+        )
+
+
+class AvroEncoder:
+    """Encodes one column's batches with one schema; ``schema_id`` None writes bare Avro."""
+
+    def __init__(self, schema: str, schema_id: int | None) -> None:
+        self.schema = schema
+        self.schema_id = schema_id
+        self._state: tuple[Any, Converter | None] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_state": None}
+
+    def encode(self, values: pa.Array) -> pa.Array:
+        if self._state is None:
+            import json
+
+            loaded = json.loads(self.schema)
+            self._state = (_parse(loaded), from_spark_converter(expand_schema(loaded)))
+        parsed, convert = self._state
+        prefix = b"" if self.schema_id is None else header(self.schema_id)
+        out = io.BytesIO()
+        offsets = [0]
+        write = fastavro.schemaless_writer
+        for value in values.to_pylist():
+            if value is not None:
+                out.write(prefix)
+                write(out, parsed, convert(value) if convert is not None else value)
+            offsets.append(out.tell())
+        validity = values.is_valid().buffers()[1] if values.null_count else None
+        return pa.Array.from_buffers(
+            pa.binary(),
+            len(values),
+            [validity, pa.array(offsets, pa.int32()).buffers()[1], pa.py_buffer(out.getvalue())],
+            null_count=values.null_count,
+        )

@@ -1,0 +1,203 @@
+"""The Schema Registry's REST API (Confluent's, which Apicurio serves too). Runs in the driver
+(planning: latest schema, registering) and in the Python workers (writer schemas by id).
+
+Schemas are immutable once registered, so a schema fetched by id is cached for the life of the
+Python worker: the registry is asked once per id per worker, never per record. Spark reuses
+Python workers between tasks (``spark.python.worker.reuse``), so the cache outlives a task.
+
+Plain ``urllib`` keeps the dependency list short; every request has a timeout, and every error
+is mapped here, once, to :mod:`kafka_direct.schema_registry.errors` without credentials.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import ssl
+import threading
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+
+from kafka_direct.errors import ConfigurationError
+from kafka_direct.schema_registry.errors import SchemaNotFoundError, SchemaRegistryError
+from kafka_direct.schema_registry.options import RegistryOptions
+
+__all__ = ["RegisteredSchema", "RegistryClient", "cached_schema", "clear_cache"]
+
+_CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
+_AUTH_HINT = (
+    "Check the credentials in 'confluent.schema.registry.basic.auth.user.info' or "
+    "'confluent.schema.registry.bearer.auth.token'."
+)
+
+_cache_lock = threading.Lock()
+_schemas_by_id: dict[tuple[str, int], RegisteredSchema] = {}
+
+
+@dataclass(frozen=True)
+class RegisteredSchema:
+    schema_id: int
+    schema: str
+    schema_type: str = "AVRO"
+    subject: str | None = None
+    version: int | None = None
+
+
+def clear_cache() -> None:
+    """Forget every cached schema (for tests)."""
+    with _cache_lock:
+        _schemas_by_id.clear()
+
+
+def cached_schema(url: str, schema_id: int) -> RegisteredSchema | None:
+    with _cache_lock:
+        return _schemas_by_id.get((url, schema_id))
+
+
+class RegistryClient:
+    """One registry's API. Cheap to build; holds no connection between requests."""
+
+    def __init__(self, options: RegistryOptions) -> None:
+        self.options = options
+        self._ssl: ssl.SSLContext | None = None
+
+    def __repr__(self) -> str:
+        return f"RegistryClient(url={self.options.url!r}, auth={self.options.auth!r})"
+
+    def _context(self) -> ssl.SSLContext | None:
+        if not self.options.url.startswith("https:"):
+            return None
+        if self._ssl is None:
+            prefix = "confluent.schema.registry.ssl."
+            option, value = prefix + "ca.location", self.options.ca_location
+            try:
+                context = ssl.create_default_context(cafile=self.options.ca_location)
+                if self.options.certificate_location:
+                    option = prefix + "certificate.location"
+                    value = self.options.certificate_location
+                    context.load_cert_chain(
+                        self.options.certificate_location,
+                        self.options.key_location,
+                        self.options.auth.key_password,
+                    )
+            except (OSError, ssl.SSLError) as exc:
+                raise ConfigurationError(
+                    option,
+                    value,
+                    f"readable PEM files for TLS to the Schema Registry ({exc})",
+                    "Check the path on every Spark worker, and the key's password.",
+                ) from None
+            self._ssl = context
+        return self._ssl
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Accept": _CONTENT_TYPE, "Content-Type": _CONTENT_TYPE}
+        auth = self.options.auth
+        if auth.user_info:
+            token = base64.b64encode(auth.user_info.encode()).decode()
+            headers["Authorization"] = f"Basic {token}"
+        elif auth.bearer_token:
+            headers["Authorization"] = f"Bearer {auth.bearer_token}"
+        return headers
+
+    def request(self, method: str, path: str, body: Any = None, what: str = "") -> Any:
+        """The JSON answer of ``method path``; registry errors mapped, credentials never shown."""
+        url = self.options.url + path
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(url, data=data, method=method, headers=self._headers())
+        try:
+            with urllib.request.urlopen(
+                request, timeout=self.options.timeout_s, context=self._context()
+            ) as response:
+                return json.loads(response.read() or b"null")
+        except urllib.error.HTTPError as exc:
+            raise self._http_error(exc, method, path, what) from None
+        except (OSError, ValueError) as exc:
+            raise SchemaRegistryError(
+                f"Could not reach the Schema Registry at {self.options.url} ({method} {path}"
+                f"{', ' + what if what else ''}): {exc}. Check schemaRegistryAddress and that "
+                "the registry is running and reachable from every Spark worker."
+            ) from None
+
+    def _http_error(
+        self, exc: urllib.error.HTTPError, method: str, path: str, what: str
+    ) -> SchemaRegistryError:
+        try:
+            detail = json.loads(exc.read() or b"{}")
+        except ValueError:
+            detail = {}
+        code = detail.get("error_code") if isinstance(detail, dict) else None
+        message = detail.get("message") if isinstance(detail, dict) else None
+        where = f"{method} {path} on {self.options.url}"
+        if exc.code in (401, 403):
+            return SchemaRegistryError(
+                f"The Schema Registry refused {where} with HTTP {exc.code}"
+                f"{': ' + message if message else ''}. {_AUTH_HINT}"
+            )
+        if exc.code == 404 or code in (40401, 40402, 40403):
+            return SchemaNotFoundError(
+                f"The Schema Registry has no {what or 'such schema'} ({where}: "
+                f"{message or 'not found'})."
+            )
+        return SchemaRegistryError(
+            f"The Schema Registry answered {where} with HTTP {exc.code}"
+            f"{' (error ' + str(code) + ')' if code else ''}: {message or exc.reason}."
+        )
+
+    def schema_by_id(self, schema_id: int) -> RegisteredSchema:
+        """The schema with this id, from the worker's cache or (once) from the registry."""
+        key = (self.options.url, schema_id)
+        with _cache_lock:
+            found = _schemas_by_id.get(key)
+        if found is not None:
+            return found
+        answer = self.request(
+            "GET", f"/schemas/ids/{schema_id}", what=f"schema with id {schema_id}"
+        )
+        schema = RegisteredSchema(
+            schema_id, str(answer["schema"]), str(answer.get("schemaType") or "AVRO")
+        )
+        with _cache_lock:
+            _schemas_by_id[key] = schema
+        return schema
+
+    def subject_version(self, subject: str, version: int | str = "latest") -> RegisteredSchema:
+        """A subject's schema at ``version`` (a number or ``"latest"``)."""
+        quoted = urllib.parse.quote(subject, safe="")
+        answer = self.request(
+            "GET",
+            f"/subjects/{quoted}/versions/{version}",
+            what=f"version {version} of subject '{subject}'",
+        )
+        return RegisteredSchema(
+            int(answer["id"]),
+            str(answer["schema"]),
+            str(answer.get("schemaType") or "AVRO"),
+            subject,
+            int(answer["version"]),
+        )
+
+    def register(self, subject: str, schema: str, schema_type: str = "AVRO") -> int:
+        """Register ``schema`` under ``subject`` (a no-op if it is there) and return its id."""
+        quoted = urllib.parse.quote(subject, safe="")
+        body: dict[str, Any] = {"schema": schema}
+        if schema_type != "AVRO":
+            body["schemaType"] = schema_type
+        answer = self.request(
+            "POST", f"/subjects/{quoted}/versions", body, what=f"subject '{subject}'"
+        )
+        return int(answer["id"])
+
+    def lookup(self, subject: str, schema: str, schema_type: str = "AVRO") -> int:
+        """The id of ``schema`` if it is registered under ``subject``; else SchemaNotFoundError."""
+        quoted = urllib.parse.quote(subject, safe="")
+        body: dict[str, Any] = {"schema": schema}
+        if schema_type != "AVRO":
+            body["schemaType"] = schema_type
+        answer = self.request(
+            "POST", f"/subjects/{quoted}", body, what=f"this schema under subject '{subject}'"
+        )
+        return int(answer["id"])
