@@ -28,7 +28,10 @@ from kafka_direct.config.kafka import (
 from kafka_direct.errors import ConfigurationError, UnsupportedKafkaOptionError
 
 __all__ = [
+    "AT_LEAST_ONCE",
     "DEFAULT_DELIVERY_TIMEOUT_MS",
+    "DEFAULT_TRANSACTION_TIMEOUT_MS",
+    "EXACTLY_ONCE",
     "SINK_OPTION_DEFAULTS",
     "SINK_OWNED_KAFKA_KEYS",
     "SinkOptions",
@@ -36,6 +39,9 @@ __all__ = [
     "parse_sink_options",
     "producer_config",
 ]
+
+AT_LEAST_ONCE = "at-least-once"
+EXACTLY_ONCE = "exactly-once"
 
 #: Every sink option (besides ``kafka.*``) with its default ("" = none).
 SINK_OPTION_DEFAULTS: dict[str, str] = {
@@ -47,6 +53,13 @@ SINK_OPTION_DEFAULTS: dict[str, str] = {
     "producerCache.capacity": "8",
     # Produce through the C fast path when it is installed (else the Python path).
     "fastPath.enabled": "true",
+    # 'at-least-once' (Spark's guarantee) or 'exactly-once' (Kafka transactions, one per task).
+    "deliveryGuarantee": AT_LEAST_ONCE,
+    # exactly-once: the transactional ids' prefix; a stream derives it from its checkpoint.
+    "transactionalIdPrefix": "",
+    # exactly-once: the topic whose partition 0 carries the tasks' markers (committed offsets of
+    # one consumer group per transactional id); the 'topic' option by default.
+    "transactionMarkerTopic": "",
 }
 
 _DELIVERY_REPORTS = (
@@ -67,8 +80,9 @@ SINK_OWNED_KAFKA_KEYS: dict[str, str] = {
         "e.g. to_json(struct(...)) or col('payload').cast('binary')."
     ),
     "transactional.id": (
-        "The sink is at-least-once and has no transactional mode yet: a transactional.id would "
-        "make each task's producer transactional with no transaction to commit. Remove the option."
+        "Each write task needs a transactional id of its own, the same for every attempt of the "
+        "task: the sink makes them. For transactions set .option('deliveryGuarantee', "
+        "'exactly-once') (and optionally 'transactionalIdPrefix'); remove the option."
     ),
     "delivery.report.only.error": _DELIVERY_REPORTS,
     "on_delivery": _DELIVERY_REPORTS,
@@ -87,6 +101,12 @@ SINK_OWNED_KAFKA_KEYS: dict[str, str] = {
 #: Java's delivery.timeout.ms default (2 minutes); librdkafka's message.timeout.ms is 5 minutes.
 DEFAULT_DELIVERY_TIMEOUT_MS = 120_000
 
+#: exactly-once: how long a task's transaction may stay open. A task's transaction lasts as long
+#: as the task writes, so one minute (librdkafka's and Java's default) would fail a large first
+#: micro-batch forever; the longer it is, the longer read_committed readers wait behind a crashed
+#: writer that nothing restarts. Within the brokers' default transaction.max.timeout.ms (15 min).
+DEFAULT_TRANSACTION_TIMEOUT_MS = 300_000
+
 # librdkafka aliases: either name sets the same property, and the later one wins, so a default
 # must not be added when the user set the other name.
 _ALIASES: dict[str, tuple[str, ...]] = {
@@ -97,11 +117,13 @@ _ALIASES: dict[str, tuple[str, ...]] = {
 }
 
 
-def producer_config(user: Mapping[str, str]) -> dict[str, str]:
+def producer_config(user: Mapping[str, str], *, exactly_once: bool = False) -> dict[str, str]:
     """The producers' librdkafka config: the user's ``kafka.*`` settings, plus these defaults
     where the user chose nothing (the non-string settings, such as the delivery callback, are
-    added where the producer is created)."""
+    added where the producer is created). The transactional id is added per task."""
     config = dict(user)
+    if exactly_once and "transaction.timeout.ms" not in config:
+        config["transaction.timeout.ms"] = str(DEFAULT_TRANSACTION_TIMEOUT_MS)
     defaults = {
         # The Java producer's default since Kafka 3.0 (librdkafka's is false): librdkafka's own
         # retries then never duplicate or reorder records within a partition.
@@ -157,6 +179,7 @@ _PRODUCER_ONLY = {
     "message.send.max.retries",
     "sticky.partitioning.linger.ms",
     "queuing.strategy",
+    "transaction.timeout.ms",
 }
 
 
@@ -179,6 +202,12 @@ class SinkOptions:
     cache_timeout_ms: int
     cache_capacity: int
     fast_path: bool
+    #: ``deliveryGuarantee`` is ``exactly-once``.
+    exactly_once: bool = False
+    #: ``transactionalIdPrefix`` as given ("" = derive it, or refuse: see the sink).
+    transactional_id_prefix: str = ""
+    #: ``transactionMarkerTopic``, else the ``topic`` option (exactly-once only).
+    marker_topic: str | None = None
 
     @property
     def bootstrap_servers(self) -> str:
@@ -189,7 +218,8 @@ def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
     """Validate every sink option; raise :class:`ConfigurationError` on the first problem."""
     opts = {str(k).lower(): str(v) for k, v in raw.items() if v is not None}
     refuse_near_misses(opts, SINK_OPTION_DEFAULTS, "sink")
-    kafka = _kafka_params(opts)
+    exactly_once = _guarantee(opts) == EXACTLY_ONCE
+    kafka = _kafka_params(opts, exactly_once=exactly_once)
     topic = opts.get("topic")
     if topic is not None and not topic.strip():
         raise ConfigurationError(
@@ -198,7 +228,28 @@ def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
             "a topic name",
             "Remove the option to take each row's topic from a 'topic' column.",
         )
-    producer = producer_config(kafka)
+    prefix = _get(opts, "transactionalIdPrefix")
+    if prefix and not exactly_once:
+        raise ConfigurationError(
+            "transactionalIdPrefix",
+            prefix,
+            "no prefix with deliveryGuarantee 'at-least-once'",
+            "Transactional ids are only used with .option('deliveryGuarantee', 'exactly-once'): "
+            "set that too, or remove the prefix.",
+        )
+    producer = producer_config(kafka, exactly_once=exactly_once)
+    marker_topic = _get(opts, "transactionMarkerTopic") or (topic.strip() if topic else None)
+    if exactly_once and marker_topic is None:
+        raise ConfigurationError(
+            "transactionMarkerTopic",
+            None,
+            "an existing topic with deliveryGuarantee 'exactly-once' when rows carry their topic",
+            "Each task commits a marker (an offset of its own consumer group) on partition 0 of "
+            "this topic with its records, and reads it back on a retry; no record is written "
+            "there. Set .option('topic', ...) or .option('transactionMarkerTopic', ...).",
+        )
+    if exactly_once:
+        _check_transaction_timeout(kafka, producer)
     return SinkOptions(
         kafka=kafka,
         producer=KafkaConfig(producer),
@@ -207,7 +258,67 @@ def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
         cache_timeout_ms=_integer(opts, "producerCache.timeoutMs", minimum=1),
         cache_capacity=_integer(opts, "producerCache.capacity", minimum=1),
         fast_path=_boolean(opts, "fastPath.enabled"),
+        exactly_once=exactly_once,
+        transactional_id_prefix=prefix,
+        marker_topic=marker_topic if exactly_once else None,
     )
+
+
+def _guarantee(opts: Mapping[str, str]) -> str:
+    raw = _get(opts, "deliveryGuarantee")
+    if raw.lower() not in (AT_LEAST_ONCE, EXACTLY_ONCE):
+        raise ConfigurationError(
+            "deliveryGuarantee", raw, f"'{AT_LEAST_ONCE}' (the default) or '{EXACTLY_ONCE}'"
+        )
+    return raw.lower()
+
+
+def _check_exactly_once(params: Mapping[str, str]) -> None:
+    """Producer settings that transactions cannot work with, refused before anything starts."""
+    idempotence = params.get("enable.idempotence")
+    if idempotence is not None and idempotence.strip().lower() != "true":
+        raise ConfigurationError(
+            "kafka.enable.idempotence",
+            idempotence,
+            "'true' (the default) with deliveryGuarantee 'exactly-once'",
+            "Kafka transactions are built on the idempotent producer; remove the option.",
+        )
+    for name in _ALIASES["acks"]:
+        value = params.get(name)
+        if value is not None and value.strip().lower() not in ("all", "-1"):
+            raise ConfigurationError(
+                f"kafka.{name}",
+                value,
+                "'all' (the default) with deliveryGuarantee 'exactly-once'",
+                "A transaction commits only records every in-sync replica has; remove the option.",
+            )
+
+
+def _check_transaction_timeout(user: Mapping[str, str], config: Mapping[str, str]) -> None:
+    """librdkafka refuses a delivery timeout beyond the transaction's: say so before a task."""
+    raw = config["transaction.timeout.ms"]
+    try:
+        timeout = int(raw)
+    except ValueError:
+        timeout = -1
+    if timeout < 1000:
+        raise ConfigurationError(
+            "kafka.transaction.timeout.ms",
+            raw,
+            "a number of milliseconds >= 1000",
+            "It bounds how long a task's transaction may stay open.",
+        )
+    delivery = _delivery_timeout_ms(user, config)
+    if delivery > timeout:
+        name = next((n for n in _ALIASES["delivery.timeout.ms"] if n in user), None)
+        raise ConfigurationError(
+            f"kafka.{name or 'transaction.timeout.ms'}",
+            str(delivery) if name else raw,
+            f"kafka.delivery.timeout.ms ({delivery}) <= kafka.transaction.timeout.ms ({timeout})",
+            "A record may not wait for the broker longer than its transaction may stay open "
+            "(librdkafka refuses it): lower the delivery timeout or raise the transaction "
+            "timeout (at most the brokers' transaction.max.timeout.ms).",
+        )
 
 
 def _get(opts: Mapping[str, str], name: str) -> str:
@@ -233,7 +344,7 @@ def _boolean(opts: Mapping[str, str], name: str) -> bool:
     return raw.lower() == "true"
 
 
-def _kafka_params(opts: Mapping[str, str]) -> KafkaConfig:
+def _kafka_params(opts: Mapping[str, str], *, exactly_once: bool = False) -> KafkaConfig:
     params: dict[str, str] = {}
     for key, value in opts.items():
         if not key.startswith("kafka."):
@@ -251,6 +362,8 @@ def _kafka_params(opts: Mapping[str, str]) -> KafkaConfig:
             "a comma-separated list of host:port",
             "Set .option('kafka.bootstrap.servers', 'host1:9092,host2:9092').",
         )
+    if exactly_once:
+        _check_exactly_once(params)
     _check_acks(params)
     return KafkaConfig(params)
 

@@ -44,6 +44,7 @@ from kafka_direct.consumer.pool import config_fingerprint
 from kafka_direct.consumer.read import STATS_DIR_ENV
 from kafka_direct.producer.batch_producer import BatchProducer, PythonBatchProducer
 from kafka_direct.producer.columns import SinkColumns
+from kafka_direct.producer.markers import TransactionSettings
 from kafka_direct.producer.pool import ProducerKey, ProducerPool, get_producer_pool
 
 __all__ = [
@@ -52,6 +53,7 @@ __all__ = [
     "WriteSettings",
     "new_producer",
     "producer_kind",
+    "record_stats",
     "register_fast_path",
     "write_batches",
 ]
@@ -76,6 +78,8 @@ class WriteSettings:
     cache_timeout_s: float = 600.0
     cache_capacity: int = 8
     fast_path: bool = True
+    #: Set for deliveryGuarantee 'exactly-once' (:mod:`~kafka_direct.producer.transactional`).
+    transactions: TransactionSettings | None = None
 
     @property
     def flush_timeout_s(self) -> float:
@@ -93,6 +97,8 @@ class WriteResult:
     kind: str
     #: Whether the producer came from the pool (an earlier task's) or was created.
     reused: bool
+    #: exactly-once: an earlier attempt had committed this task's records; nothing was written.
+    skipped: bool = False
 
 
 # Fast paths by name: (is it available in this process?, factory). The C producer registers
@@ -184,9 +190,7 @@ def write_batches(
             producer.abort()
             raise
     result = WriteResult(records, count, time.monotonic() - started, kind, lease.reused)
-    stats_dir = os.environ.get(STATS_DIR_ENV)
-    if stats_dir:
-        _record_stats(stats_dir, settings, result, started_wall)
+    record_stats(settings, result, started_wall)
     log.info(
         "Wrote %d record(s) in %d batch(es) in %.3f s (%s producer, %s)",
         records, count, result.seconds, kind, "reused" if lease.reused else "new",
@@ -194,10 +198,12 @@ def write_batches(
     return result
 
 
-def _record_stats(
-    stats_dir: str, settings: WriteSettings, result: WriteResult, start: float
-) -> None:
-    """One line per task (see the module docstring); a failure to write it is only logged."""
+def record_stats(settings: WriteSettings, result: WriteResult, start: float) -> None:
+    """One line per task when the statistics directory is set (see the module docstring); a
+    failure to write it is only logged."""
+    stats_dir = os.environ.get(STATS_DIR_ENV)
+    if not stats_dir:
+        return
     line = {
         "role": "write",
         "topic": settings.columns.topic,

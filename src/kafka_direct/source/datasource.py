@@ -95,4 +95,4 @@ class KafkaDirectDataSource(DataSource):
         # overwrite is the Complete output mode: Spark's Kafka sink takes it and writes the whole
         # result table every micro-batch (a topic cannot be truncated), and so does this one.
         ensure_worker_logging()
-        return KafkaStreamWriter(build_settings(self.options, schema))
+        return KafkaStreamWriter(build_settings(self.options, schema, stream=True))

@@ -10,9 +10,18 @@ producer config as librdkafka takes it, and that the cluster answers. PySpark bu
 writer twice per micro-batch, so the librdkafka and cluster checks are made once per process
 and configuration (:data:`RECHECK_AFTER_S`).
 
-The guarantee is Spark's: at-least-once. A task succeeds only once the broker acknowledged every
-record it wrote. Records cannot be taken back from a topic, so ``abort`` (a failed write, or a
-failed micro-batch) leaves what finished tasks wrote in place, and the retry writes it again.
+The default guarantee is Spark's: at-least-once. A task succeeds only once the broker
+acknowledged every record it wrote. Records cannot be taken back from a topic, so ``abort`` (a
+failed write, or a failed micro-batch) leaves what finished tasks wrote in place, and the retry
+writes it again.
+
+With ``deliveryGuarantee`` ``exactly-once`` each task writes in a Kafka transaction of its own,
+committed by the task (:mod:`~kafka_direct.producer.transactional`; librdkafka cannot let the
+driver commit for it). The driver's part: the transactional id prefix (``transactionalIdPrefix``,
+else derived from a stream's ``checkpointLocation``; required for ``df.write``), a batch write's
+id, and the check that the cluster runs transactions. ``commit`` and ``abort`` only report:
+what a finished task committed is visible whatever happens to the rest of the job, and a
+replayed micro-batch skips it.
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +42,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from kafka_direct.config.kafka import KafkaConfig
 from kafka_direct.config.sink import SinkOptions, connection_config, parse_sink_options
 from kafka_direct.consumer.pool import config_fingerprint
 from kafka_direct.errors import ConfigurationError, KafkaClientError, KafkaDirectError
@@ -40,7 +51,13 @@ from kafka_direct.kafka.events import ClientEvents, reach_advice
 from kafka_direct.kafka.translate import kafka_errors
 from kafka_direct.logs import RepeatLimiter, ensure_worker_logging
 from kafka_direct.producer.columns import ignored_columns_warning, plan_columns
-from kafka_direct.producer.write import WriteSettings, write_batches
+from kafka_direct.producer.markers import (
+    TaskIdentity,
+    TransactionSettings,
+    check_prefix,
+    prefix_from_checkpoint,
+)
+from kafka_direct.producer.write import WriteResult, WriteSettings, write_batches
 
 __all__ = [
     "KafkaBatchWriter",
@@ -74,6 +91,8 @@ class SinkCommitMessage(WriterCommitMessage):
     partition_id: int = -1
     attempt: int = 0
     batch_id: int | None = None
+    #: exactly-once: an earlier attempt or run had committed these records; none written now.
+    skipped: bool = False
 
 
 def refuse_overwrite() -> None:
@@ -87,8 +106,11 @@ def refuse_overwrite() -> None:
     )
 
 
-def build_settings(options: Mapping[str, str], schema: StructType) -> WriteSettings:
-    """Everything a write task needs, checked (see the module docstring)."""
+def build_settings(
+    options: Mapping[str, str], schema: StructType, *, stream: bool = False
+) -> WriteSettings:
+    """Everything a write task needs, checked (see the module docstring). ``stream``: for
+    ``writeStream`` (the transactional id prefix may come from the checkpoint location)."""
     opts = parse_sink_options(options)
     fields = [(f.name, f.dataType.simpleString()) for f in schema.fields]
     columns = plan_columns(fields, opts.topic)
@@ -97,7 +119,10 @@ def build_settings(options: Mapping[str, str], schema: StructType) -> WriteSetti
         _warnings.log(log, logging.WARNING, ("ignored", columns.ignored), "%s", warning)
     if columns.topic_column_overridden:
         log.info("The 'topic' option (%s) wins over the 'topic' column", opts.topic)
-    _check_once(opts)
+    transactions = _transactions(opts, options, stream=stream)
+    _check_once(opts, transactions)
+    if transactions is not None and opts.fast_path:
+        log.debug("deliveryGuarantee 'exactly-once' writes through the Python producer")
     return WriteSettings(
         producer_config=opts.producer,
         columns=columns,
@@ -105,11 +130,59 @@ def build_settings(options: Mapping[str, str], schema: StructType) -> WriteSetti
         cache_timeout_s=opts.cache_timeout_ms / 1000.0,
         cache_capacity=opts.cache_capacity,
         fast_path=opts.fast_path,
+        transactions=transactions,
     )
 
 
-def _check_once(opts: SinkOptions) -> None:
-    fingerprint = config_fingerprint({**opts.producer, "topic option": opts.topic or ""})
+def _transactions(
+    opts: SinkOptions, options: Mapping[str, str], *, stream: bool
+) -> TransactionSettings | None:
+    """The exactly-once settings: the prefix (explicit, or a stream's checkpoint location) and,
+    for ``df.write``, the write's id, made here once and pickled to every task."""
+    if not opts.exactly_once:
+        return None
+    assert opts.marker_topic is not None
+    prefix = opts.transactional_id_prefix
+    if not prefix and stream:
+        checkpoint = {str(k).lower(): v for k, v in options.items()}.get("checkpointlocation")
+        if not checkpoint:
+            raise ConfigurationError(
+                "transactionalIdPrefix",
+                None,
+                "a prefix, or the query's checkpointLocation given as a writeStream option",
+                "deliveryGuarantee 'exactly-once' needs transactional ids that stay the same "
+                "across restarts of the query. The sink derives them from "
+                ".option('checkpointLocation', ...) on writeStream (it does not see "
+                "spark.sql.streaming.checkpointLocation); set that, or "
+                ".option('transactionalIdPrefix', 'a-name-for-this-query').",
+            )
+        prefix = prefix_from_checkpoint(checkpoint)
+    elif not prefix:
+        raise ConfigurationError(
+            "transactionalIdPrefix",
+            None,
+            "a prefix for df.write with deliveryGuarantee 'exactly-once'",
+            "Each write task's transactional id is '<prefix>-<partition>': reusing the prefix "
+            "for the next write of the same data fences what a failed write left running. Set "
+            ".option('transactionalIdPrefix', 'a-name-for-this-job'); one write at a time per "
+            "prefix.",
+        )
+    return TransactionSettings(
+        prefix=check_prefix(prefix),
+        marker_topic=opts.marker_topic,
+        write_id=None if stream else uuid.uuid4().hex,
+        consumer_config=KafkaConfig(connection_config(opts.kafka)),
+    )
+
+
+def _check_once(opts: SinkOptions, transactions: TransactionSettings | None) -> None:
+    fingerprint = config_fingerprint(
+        {
+            **opts.producer,
+            "topic option": opts.topic or "",
+            "transactions": "" if transactions is None else transactions.prefix,
+        }
+    )
     now = time.monotonic()
     with _checked_lock:
         last = _checked.get(fingerprint)
@@ -117,6 +190,10 @@ def _check_once(opts: SinkOptions) -> None:
         return
     check_producer_config(opts.producer, opts.kafka)
     _check_cluster(opts)
+    if transactions is not None:
+        from kafka_direct.producer.transactional import probe_transactions
+
+        probe_transactions(opts.producer, transactions.prefix, CONNECT_TIMEOUT_S)
     with _checked_lock:
         _checked[fingerprint] = now
 
@@ -142,6 +219,15 @@ def _check_cluster(opts: SinkOptions) -> None:
             code=exc.code,
             retriable=False,
         ) from exc
+    if opts.marker_topic is not None and opts.marker_topic not in metadata.topics:
+        raise ConfigurationError(
+            "transactionMarkerTopic" if opts.marker_topic != opts.topic else "topic",
+            opts.marker_topic,
+            "an existing topic with deliveryGuarantee 'exactly-once'",
+            "Each task commits its marker on partition 0 of this topic (an offset of its own "
+            "consumer group), which Kafka accepts only for a topic that exists. Create the "
+            "topic first; nothing was written.",
+        )
     if opts.topic is not None and opts.topic not in metadata.topics:
         log.warning(
             "Topic '%s' does not exist on the cluster at %s: the write relies on the brokers "
@@ -162,23 +248,62 @@ def _task_context() -> tuple[int, int, int | None]:
     return ctx.partitionId(), ctx.attemptNumber(), None if batch is None else int(batch)
 
 
-def _write(settings: WriteSettings, batches: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
+def _write(
+    settings: WriteSettings, batches: Iterator[pa.RecordBatch], *, stream: bool
+) -> SinkCommitMessage:
     ensure_worker_logging()
     partition_id, attempt, batch_id = _task_context()
     try:
-        result = write_batches(settings, batches, attempt=attempt)
+        if settings.transactions is None:
+            result = write_batches(settings, batches, attempt=attempt)
+        else:
+            result = _write_transaction(settings, batches, partition_id, attempt, batch_id, stream)
     except KafkaDirectError as exc:
         # Spark prints the Python traceback inside its own message: keep it to the sentence.
         raise exc.with_traceback(None) from None
     return SinkCommitMessage(
-        result.records, result.batches, result.seconds, result.kind, partition_id, attempt, batch_id
+        result.records, result.batches, result.seconds, result.kind, partition_id, attempt,
+        batch_id, result.skipped,
+    )  # fmt: skip
+
+
+def _write_transaction(
+    settings: WriteSettings,
+    batches: Iterator[pa.RecordBatch],
+    partition_id: int,
+    attempt: int,
+    batch_id: int | None,
+    stream: bool,
+) -> WriteResult:
+    from kafka_direct.producer.transactional import write_transaction
+
+    txn = settings.transactions
+    assert txn is not None
+    if stream and batch_id is None:
+        raise KafkaClientError(
+            "The exactly-once stream writer ran without a micro-batch id (Spark's local "
+            "property 'streaming.sql.batchId' is not set in this task), so it cannot tell a "
+            "replayed micro-batch from a new one; nothing was written.",
+            code="_STATE",
+        )
+    task = TaskIdentity(
+        partition_id,
+        batch_id=batch_id if stream else None,
+        write_id=None if stream else txn.write_id,
     )
+    return write_transaction(settings, batches, task, attempt=attempt)
 
 
 def _summary(messages: list[SinkCommitMessage | None]) -> tuple[int, int, int]:
     """(records written by finished tasks, finished tasks, failed tasks)."""
     done = [m for m in messages if isinstance(m, SinkCommitMessage)]
     return sum(m.records for m in done), len(done), len(messages) - len(done)
+
+
+def _skipped(messages: list[Any]) -> str:
+    """The note for a log line when an exactly-once replay found tasks already committed."""
+    n = sum(1 for m in messages if isinstance(m, SinkCommitMessage) and m.skipped)
+    return f" ({n} task(s) had been committed by an earlier attempt or run)" if n else ""
 
 
 class KafkaBatchWriter(DataSourceArrowWriter):
@@ -188,14 +313,23 @@ class KafkaBatchWriter(DataSourceArrowWriter):
         self.settings = settings
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
-        return _write(self.settings, iterator)
+        return _write(self.settings, iterator, stream=False)
 
     def commit(self, messages: list[Any]) -> None:
         records, tasks, _ = _summary(messages)
-        log.info("Wrote %d record(s) to Kafka in %d task(s)", records, tasks)
+        log.info("Wrote %d record(s) to Kafka in %d task(s)%s", records, tasks, _skipped(messages))
 
     def abort(self, messages: list[Any]) -> None:
         records, tasks, failed = _summary(messages)
+        if self.settings.transactions is not None:
+            log.warning(
+                "The exactly-once write to Kafka failed (%d task(s) failed). The %d task(s) "
+                "that finished committed their transactions: their %d record(s) are visible to "
+                "read_committed readers (each task commits its own; librdkafka has no two-phase "
+                "commit for the driver to hold them back). No task's records are visible twice.",
+                failed, tasks, records,
+            )  # fmt: skip
+            return
         log.warning(
             "The write to Kafka failed (%d task(s) failed). The %d record(s) written by the %d "
             "task(s) that finished stay in Kafka: a topic cannot take records back. Writing "
@@ -205,22 +339,32 @@ class KafkaBatchWriter(DataSourceArrowWriter):
 
 
 class KafkaStreamWriter(DataSourceStreamArrowWriter):
-    """``df.writeStream.format("kafka_direct")``: every micro-batch, at-least-once."""
+    """``df.writeStream.format("kafka_direct")``: every micro-batch, at-least-once or
+    exactly-once."""
 
     def __init__(self, settings: WriteSettings) -> None:
         self.settings = settings
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
-        return _write(self.settings, iterator)
+        return _write(self.settings, iterator, stream=True)
 
     def commit(self, messages: list[Any], batchId: int) -> None:
         records, tasks, _ = _summary(messages)
         log.info(
-            "Micro-batch %d wrote %d record(s) to Kafka in %d task(s)", batchId, records, tasks
-        )
+            "Micro-batch %d wrote %d record(s) to Kafka in %d task(s)%s",
+            batchId, records, tasks, _skipped(messages),
+        )  # fmt: skip
 
     def abort(self, messages: list[Any], batchId: int) -> None:
         records, tasks, failed = _summary(messages)
+        if self.settings.transactions is not None:
+            log.warning(
+                "Micro-batch %d failed (%d task(s) failed). The %d task(s) that finished "
+                "committed their %d record(s); when the query runs the micro-batch again, "
+                "those tasks find their markers and write nothing again (exactly-once).",
+                batchId, failed, tasks, records,
+            )  # fmt: skip
+            return
         log.warning(
             "Micro-batch %d failed (%d task(s) failed). The %d record(s) written by the %d "
             "task(s) that finished stay in Kafka; the batch is not committed, so the query "

@@ -18,6 +18,7 @@ from kafka_direct.config import sink as sink_module
 from kafka_direct.config.kafka import REDACTED
 from kafka_direct.config.sink import (
     DEFAULT_DELIVERY_TIMEOUT_MS,
+    DEFAULT_TRANSACTION_TIMEOUT_MS,
     SINK_OPTION_DEFAULTS,
     SINK_OWNED_KAFKA_KEYS,
     connection_config,
@@ -28,6 +29,8 @@ from kafka_direct.errors import ConfigurationError, UnsupportedKafkaOptionError
 
 BOOTSTRAP = {"kafka.bootstrap.servers": "b1:9092,b2:9092"}
 BASE = {**BOOTSTRAP, "topic": "out"}
+EOS_ONLY = {"deliveryGuarantee": "exactly-once"}
+EOS = {**BASE, **EOS_ONLY}
 
 
 def test_module_is_pure() -> None:
@@ -65,7 +68,32 @@ def test_defaults() -> None:
         "producerCache.timeoutMs",
         "producerCache.capacity",
         "fastPath.enabled",
+        "deliveryGuarantee",
+        "transactionalIdPrefix",
+        "transactionMarkerTopic",
     }
+    assert (opts.exactly_once, opts.transactional_id_prefix, opts.marker_topic) == (False, "", None)
+
+
+def test_exactly_once_options() -> None:
+    opts = parse_sink_options({**EOS, "transactionalIdPrefix": "q1"})
+    assert (opts.exactly_once, opts.transactional_id_prefix, opts.marker_topic) == (
+        True,
+        "q1",
+        "out",
+    )
+    assert opts.producer["transaction.timeout.ms"] == str(DEFAULT_TRANSACTION_TIMEOUT_MS)
+    assert "transaction.timeout.ms" not in producer_config({"bootstrap.servers": "b:1"})
+    # The case PySpark passes options in, and a marker topic when rows carry their topic.
+    lower = parse_sink_options(
+        {**BOOTSTRAP, "deliveryguarantee": "Exactly-Once", "transactionmarkertopic": "m"}
+    )
+    assert (lower.exactly_once, lower.topic, lower.marker_topic) == (True, None, "m")
+    longer = parse_sink_options(
+        {**EOS, "kafka.transaction.timeout.ms": "900000", "kafka.delivery.timeout.ms": "900000"}
+    )
+    assert longer.producer["transaction.timeout.ms"] == "900000"
+    assert longer.delivery_timeout_ms == 900_000
 
 
 def test_no_topic_option_means_the_column_decides() -> None:
@@ -133,6 +161,21 @@ REFUSALS = [
     ("kafka.acks", {**BASE, "kafka.acks": "1"}, "also set 'kafka.enable.idempotence' to 'false'"),
     ("kafka.delivery.timeout.ms", {**BASE, "kafka.delivery.timeout.ms": "0"}, "wait forever"),
     ("kafka.message.timeout.ms", {**BASE, "kafka.message.timeout.ms": "2m"}, "milliseconds"),
+    ("deliveryGuarantee", {**BASE, "deliveryGuarantee": "exactly_once"}, "'exactly-once'"),
+    ("deliveryGuarantee", {**BASE, "deliveryGuarantee": "at-most-once"}, "'at-least-once'"),
+    ("deliveryGuarante", {**BASE, "deliveryGuarante": "exactly-once"}, "Did you mean"),
+    ("transactionalIdPrefix", {**BASE, "transactionalIdPrefix": "q1"}, "only used with"),
+    ("kafka.enable.idempotence", {**EOS, "kafka.enable.idempotence": "false"}, "idempotent"),
+    ("kafka.acks", {**EOS, "kafka.acks": "1"}, "every in-sync replica"),
+    ("kafka.request.required.acks", {**EOS, "kafka.request.required.acks": "0"}, "in-sync"),
+    ("transactionMarkerTopic", {**BOOTSTRAP, **EOS_ONLY}, "Set .option('topic', ...)"),
+    ("kafka.transaction.timeout.ms", {**EOS, "kafka.transaction.timeout.ms": "5"}, ">= 1000"),
+    ("kafka.delivery.timeout.ms", {**EOS, "kafka.delivery.timeout.ms": "400000"}, "(300000)"),
+    (
+        "kafka.transaction.timeout.ms",
+        {**EOS, "kafka.transaction.timeout.ms": "60000"},
+        "kafka.delivery.timeout.ms (120000) <= kafka.transaction.timeout.ms (60000)",
+    ),
 ]
 
 
@@ -152,7 +195,7 @@ def test_refusal_names_the_option_and_what_to_do(
 OWNED = [
     ("key.serializer", "'key' column the type string or binary"),
     ("value.serializer", "'value' column the type string or binary"),
-    ("transactional.id", "no transactional mode yet"),
+    ("transactional.id", "set .option('deliveryGuarantee', 'exactly-once')"),
     ("delivery.report.only.error", "owns delivery reports"),
     ("on_delivery", "owns delivery reports"),
     ("dr_msg_cb", "owns delivery reports"),

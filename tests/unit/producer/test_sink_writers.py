@@ -69,7 +69,7 @@ def test_columns_and_options_are_refused_before_any_connection() -> None:
 def test_overwrite_is_refused_for_a_batch_and_complete_mode_is_taken_by_a_stream(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(sink, "_check_once", lambda opts: None)
+    monkeypatch.setattr(sink, "_check_once", lambda *_: None)
     source = KafkaDirectDataSource(dict(NOWHERE))
     with pytest.raises(ConfigurationError) as info:
         source.writer(SCHEMA, overwrite=True)
@@ -82,7 +82,7 @@ def test_overwrite_is_refused_for_a_batch_and_complete_mode_is_taken_by_a_stream
 def test_writers_and_commit_messages_pickle_without_secrets_in_their_repr(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(sink, "_check_once", lambda opts: None)
+    monkeypatch.setattr(sink, "_check_once", lambda *_: None)
     options = {**NOWHERE, "kafka.sasl.password": "hunter2"}
     writer = KafkaDirectDataSource(options).writer(SCHEMA, overwrite=False)
     again: Any = pickle.loads(pickle.dumps(writer))
@@ -92,16 +92,93 @@ def test_writers_and_commit_messages_pickle_without_secrets_in_their_repr(
     assert pickle.loads(pickle.dumps(message)) == message
 
 
-def test_commit_and_abort_say_what_stays_written(caplog: pytest.LogCaptureFixture) -> None:
+def _settings(monkeypatch: pytest.MonkeyPatch, **options: str) -> Any:
+    monkeypatch.setattr(sink, "_check_once", lambda *_: None)
+    return sink.build_settings(
+        {**NOWHERE, **options}, SCHEMA, stream="checkpointLocation" in options
+    )
+
+
+def test_commit_and_abort_say_what_stays_written(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     done = SinkCommitMessage(10, 1, 0.5, "python")
-    writer = KafkaStreamWriter.__new__(KafkaStreamWriter)
+    writer = KafkaStreamWriter(_settings(monkeypatch))
     with caplog.at_level(logging.INFO, logger="kafka_direct.source.sink"):
         writer.commit([done, done], 4)
         writer.abort([done, None], 5)
-        KafkaBatchWriter.__new__(KafkaBatchWriter).abort([None, done])
+        KafkaBatchWriter(_settings(monkeypatch)).abort([None, done])
     assert "Micro-batch 4 wrote 20 record(s) to Kafka in 2 task(s)" in caplog.text
     assert (
         "Micro-batch 5 failed (1 task(s) failed). The 10 record(s) written by the 1" in caplog.text
     )
     assert "writes it again when it runs it again (at-least-once" in caplog.text
     assert "The write to Kafka failed (1 task(s) failed). The 10 record(s)" in caplog.text
+
+
+def test_exactly_once_commit_and_abort_say_what_is_visible(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    done = SinkCommitMessage(10, 1, 0.5, "python-transactional")
+    skipped = SinkCommitMessage(7, 0, 0.1, "python-transactional", skipped=True)
+    stream = KafkaStreamWriter(
+        _settings(monkeypatch, deliveryGuarantee="exactly-once", checkpointLocation="/ck")
+    )
+    batch = KafkaBatchWriter(
+        _settings(monkeypatch, deliveryGuarantee="exactly-once", transactionalIdPrefix="job")
+    )
+    with caplog.at_level(logging.INFO, logger="kafka_direct.source.sink"):
+        stream.commit([done, skipped], 4)
+        stream.abort([done, None], 5)
+        batch.abort([None, done])
+    text = caplog.text
+    assert "Micro-batch 4 wrote 17 record(s) to Kafka in 2 task(s) (1 task(s) had been " in text
+    assert "find their markers and write nothing again (exactly-once)" in text
+    assert "The 1 task(s) that finished committed their transactions: their 10 record(s) are " in (
+        text
+    )
+    assert "No task's records are visible twice" in text
+
+
+def test_a_stream_derives_its_prefix_from_the_checkpoint(monkeypatch: pytest.MonkeyPatch) -> None:
+    eos = {"deliveryGuarantee": "exactly-once"}
+    a = _settings(monkeypatch, **eos, checkpointLocation="/ck/a").transactions
+    again = _settings(monkeypatch, **eos, checkpointLocation="/ck/a/").transactions
+    other = _settings(monkeypatch, **eos, checkpointLocation="/ck/b").transactions
+    assert a.prefix == again.prefix != other.prefix
+    assert a.write_id is None and a.marker_topic == "t"
+    explicit = _settings(monkeypatch, **eos, checkpointLocation="/ck/a", transactionalIdPrefix="q")
+    assert explicit.transactions.prefix == "q"
+    assert _settings(monkeypatch).transactions is None
+    assert dict(a.consumer_config) == {"bootstrap.servers": "127.0.0.1:1"}
+
+
+def test_each_batch_write_gets_its_own_id(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sink, "_check_once", lambda *_: None)
+    options = {**NOWHERE, "deliveryGuarantee": "exactly-once", "transactionalIdPrefix": "job"}
+    source = KafkaDirectDataSource(options)
+    first: Any = source.writer(SCHEMA, overwrite=False)
+    second: Any = source.writer(SCHEMA, overwrite=False)
+    assert first.settings.transactions.prefix == "job"
+    assert first.settings.transactions.write_id != second.settings.transactions.write_id
+    again: Any = pickle.loads(pickle.dumps(first))
+    assert again.settings == first.settings
+
+
+# options besides NOWHERE's, whether a stream, phrase of the refusal (naming transactionalIdPrefix)
+PREFIX_REFUSALS = [
+    ({}, True, "derives them from .option('checkpointLocation', ...) on writeStream"),
+    ({}, False, "Set .option('transactionalIdPrefix', 'a-name-for-this-job')"),
+    ({"transactionalIdPrefix": "a/b"}, False, "1 to 200 of the characters"),
+]
+
+
+@pytest.mark.parametrize(("options", "stream", "phrase"), PREFIX_REFUSALS)
+def test_exactly_once_needs_a_prefix(
+    monkeypatch: pytest.MonkeyPatch, options: dict[str, str], stream: bool, phrase: str
+) -> None:
+    monkeypatch.setattr(sink, "_check_once", lambda *_: None)
+    raw = {**NOWHERE, "deliveryGuarantee": "exactly-once", **options}
+    with pytest.raises(ConfigurationError) as info:
+        sink.build_settings(raw, SCHEMA, stream=stream)
+    assert "'transactionalIdPrefix'" in str(info.value) and phrase in str(info.value)

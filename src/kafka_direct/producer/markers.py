@@ -1,0 +1,211 @@
+"""The exactly-once sink's bookkeeping: transactional ids, and the marker each task commits with
+its records, read back to decide whether a task's work is already in Kafka. Pure: plain library,
+imported by the driver (ids, prefixes) and by executors (markers); no Spark, no Kafka client.
+
+A write task of the exactly-once sink (:mod:`~kafka_direct.producer.transactional`) owns one
+transactional id, ``<prefix>-<Spark partition id>``, the same for every attempt of the task and
+for every run of the query. In the transaction that carries its records it also commits a
+*marker*: an offset of the consumer group named like the transactional id, on partition 0 of the
+marker topic, whose metadata says which micro-batch (or which batch write) the records belong to
+and how many there were. Kafka commits both or neither. Before writing, a task reads its marker
+back (committed offsets are read with ``require_stable`` under ``read_committed``, after
+``init_transactions`` finished or aborted its id's previous transaction) and :func:`decide`\\ s:
+
+- nothing committed yet, or an earlier micro-batch: write;
+- this very micro-batch (or batch write) already committed: skip, the records are in Kafka. Spark
+  replays a micro-batch from the same offsets with the same plan, hence the same partitions; a
+  replayed task that does not hold as many rows as the committed one shows that the plan (the
+  partitioning, or the query) changed, and is refused (:class:`ReplayMismatchError`): writing
+  would duplicate, skipping could lose;
+- a later micro-batch: the prefix belongs to another query, or the checkpoint went back; refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from enum import Enum
+from urllib.parse import urlparse
+
+from kafka_direct.config.kafka import KafkaConfig
+from kafka_direct.errors import ConfigurationError, KafkaDirectError
+
+__all__ = [
+    "MARKER_VERSION",
+    "Decision",
+    "Marker",
+    "MarkerMismatchError",
+    "ReplayMismatchError",
+    "TaskIdentity",
+    "TransactionSettings",
+    "check_prefix",
+    "check_replay",
+    "decide",
+    "prefix_from_checkpoint",
+    "transactional_id",
+]
+
+MARKER_VERSION = 1
+
+#: Kafka's limit on a committed offset's metadata is the broker's offset.metadata.max.bytes
+#: (4096 by default); a marker stays far below it.
+_PREFIX_PATTERN = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
+
+
+class MarkerMismatchError(KafkaDirectError):
+    """A task's marker shows that its transactional id belongs to another query or write."""
+
+
+class ReplayMismatchError(MarkerMismatchError):
+    """A replayed micro-batch's task does not hold the rows the committed one held."""
+
+
+@dataclass(frozen=True)
+class TransactionSettings:
+    """What an exactly-once write task needs beyond an at-least-once one: built on the driver."""
+
+    #: Every task's transactional id is ``<prefix>-<partition id>``.
+    prefix: str
+    #: The topic whose partition 0 carries the markers (it must exist; no record goes there).
+    marker_topic: str
+    #: A batch write's id (made once per ``df.write``); None for a stream.
+    write_id: str | None = None
+    #: The connection settings of the marker reader (the user's, without producer-only keys).
+    consumer_config: KafkaConfig = field(default_factory=KafkaConfig)
+
+
+@dataclass(frozen=True)
+class TaskIdentity:
+    """Which write a task belongs to: a micro-batch of a stream, or one batch write."""
+
+    partition: int
+    #: The micro-batch (streams), else None.
+    batch_id: int | None = None
+    #: The batch write's id, made once on the driver (``df.write``), else None.
+    write_id: str | None = None
+
+    def describe(self) -> str:
+        if self.batch_id is not None:
+            return f"micro-batch {self.batch_id}, partition {self.partition}"
+        return f"batch write {self.write_id}, partition {self.partition}"
+
+
+@dataclass(frozen=True)
+class Marker:
+    """What a task committed with its records (the metadata of its group's committed offset)."""
+
+    records: int
+    batch_id: int | None = None
+    write_id: str | None = None
+    attempt: int = 0
+
+    def offset(self) -> int:
+        """The committed offset: the micro-batch + 1 (so tools show progress), 1 for a batch."""
+        return self.batch_id + 1 if self.batch_id is not None else 1
+
+    def encode(self) -> str:
+        fields: dict[str, object] = {"v": MARKER_VERSION, "records": self.records}
+        if self.batch_id is not None:
+            fields["batch"] = self.batch_id
+        if self.write_id is not None:
+            fields["write"] = self.write_id
+        fields["attempt"] = self.attempt
+        return json.dumps(fields, separators=(",", ":"), sort_keys=True)
+
+    @classmethod
+    def decode(cls, metadata: str | None) -> Marker | None:
+        """The marker in a committed offset's metadata; None for a group that has none of ours
+        (nothing committed, or not a marker)."""
+        if not metadata:
+            return None
+        try:
+            fields = json.loads(metadata)
+        except ValueError:
+            return None
+        if not isinstance(fields, dict) or fields.get("v") != MARKER_VERSION:
+            return None
+        batch, write = fields.get("batch"), fields.get("write")
+        return cls(
+            records=int(fields.get("records", 0)),
+            batch_id=int(batch) if batch is not None else None,
+            write_id=str(write) if write is not None else None,
+            attempt=int(fields.get("attempt", 0)),
+        )
+
+
+class Decision(Enum):
+    WRITE = "write"
+    #: Committed already by an earlier attempt or run: the task writes nothing.
+    SKIP = "skip"
+
+
+def decide(marker: Marker | None, task: TaskIdentity, txn_id: str) -> Decision:
+    """Whether ``task`` still has to write, given its transactional id's last marker (module
+    docstring). A skip is confirmed by :func:`check_replay` once the task's rows are counted."""
+    if marker is None:
+        return Decision.WRITE
+    if task.batch_id is not None:
+        if marker.batch_id is None:
+            raise MarkerMismatchError(
+                f"Transactional id '{txn_id}' was last used by a batch write ({marker.write_id}), "
+                f"not by a stream: this stream's {task.describe()} cannot tell what it wrote. "
+                "Give the stream a 'transactionalIdPrefix' of its own."
+            )
+        if marker.batch_id < task.batch_id:
+            return Decision.WRITE
+        if marker.batch_id == task.batch_id:
+            return Decision.SKIP
+        raise MarkerMismatchError(
+            f"Transactional id '{txn_id}' already committed micro-batch {marker.batch_id}, later "
+            f"than this {task.describe()}: another query uses the same 'transactionalIdPrefix', "
+            "or this query's checkpoint was reset or replaced. Give this query a "
+            "'transactionalIdPrefix' of its own (a new checkpointLocation derives a new one)."
+        )
+    return Decision.SKIP if marker.write_id == task.write_id else Decision.WRITE
+
+
+def check_replay(marker: Marker, task: TaskIdentity, rows: int, txn_id: str) -> None:
+    """A skipped task's rows must be the committed ones: the same number, at least."""
+    if rows != marker.records:
+        raise ReplayMismatchError(
+            f"The {task.describe()} was committed before with {marker.records} record(s) "
+            f"(transactional id '{txn_id}'), but its replay holds {rows} row(s): the query's "
+            "plan or partitioning changed between the runs, so the replay cannot be matched to "
+            "what is already in Kafka (writing it would duplicate records, skipping it could "
+            "lose some). Run the query with the plan it had when it stopped until this "
+            "micro-batch is committed, or start it with a new checkpoint and "
+            "'transactionalIdPrefix'."
+        )
+
+
+def transactional_id(prefix: str, partition: int) -> str:
+    """The transactional id (and marker group) of a write task."""
+    return f"{prefix}-{partition}"
+
+
+def check_prefix(prefix: str) -> str:
+    """``prefix`` if Kafka and ACLs can take it as the start of an id, else a clear error."""
+    if not _PREFIX_PATTERN.match(prefix):
+        raise ConfigurationError(
+            "transactionalIdPrefix",
+            prefix,
+            "1 to 200 of the characters A-Z a-z 0-9 . _ -",
+            "It starts every write task's transactional id and consumer group name.",
+        )
+    return prefix
+
+
+def prefix_from_checkpoint(location: str) -> str:
+    """A stream's default prefix: stable across restarts of the query from ``location``, and
+    different for every other checkpoint. A relative local path is made absolute first, as
+    Spark resolves it; the driver's working directory must then stay the same."""
+    location = location.strip()
+    parsed = urlparse(location)
+    if not parsed.scheme or len(parsed.scheme) == 1:  # a local path (or a Windows drive)
+        location = os.path.abspath(location)
+    location = location.rstrip("/") or "/"
+    digest = hashlib.sha256(location.encode("utf-8")).hexdigest()[:16]
+    return f"kafka-direct-{digest}"

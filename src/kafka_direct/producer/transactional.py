@@ -1,0 +1,297 @@
+"""One exactly-once write task: its records and its marker in one Kafka transaction, committed by
+the task itself. Runs in Spark executors (Python workers); :func:`probe_transactions` runs on the
+driver when the writer is built.
+
+Why the task commits: a Kafka transaction can only be committed by the producer that began it,
+unless client and broker support KIP-939's two-phase commit (``prepare``, then a commit by
+another process). librdkafka 2.16 has no part of KIP-939, so the driver's ``commit()`` cannot
+finish what the tasks began. Each task therefore commits its own transaction, and a task whose
+work must not happen twice recognises it from the marker committed with it
+(:mod:`~kafka_direct.producer.markers`):
+
+1. The task's first non-empty Arrow batch is awaited: an empty task opens nothing.
+2. A new producer with the task's transactional id calls ``init_transactions``. The coordinator
+   fences every older producer of the id (an earlier attempt still running, a speculative copy,
+   a task of a run before a driver crash: their commit fails with ``_FENCED``) and finishes the
+   id's open transaction: a commit already asked for completes, anything else is aborted.
+3. The marker is read back (read_committed, so only what committed counts) and
+   :func:`~kafka_direct.producer.markers.decide` says whether to write or skip.
+4. Writing: ``begin_transaction``, every record, ``flush`` (a failed delivery fails the task
+   with its topic and partition, as at-least-once does), the marker through
+   ``send_offsets_to_transaction``, ``commit_transaction``. Any failure aborts the transaction
+   and fails the task; Spark's retry starts again at 2.
+
+A producer serves one task and is closed after it, never pooled: ``init_transactions`` can run
+once per producer, and a pooled producer could hold an epoch that another worker's producer of
+the same id has fenced since (a task would fail for it). Writes go through the Python producer:
+the C fast path has no transactional calls.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, TypeVar
+
+import pyarrow as pa
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from kafka_direct.errors import KafkaClientError
+from kafka_direct.kafka.events import ClientEvents
+from kafka_direct.kafka.logs import client_hooks
+from kafka_direct.kafka.translate import translate
+from kafka_direct.producer.batch_producer import PythonBatchProducer
+from kafka_direct.producer.markers import (
+    Decision,
+    Marker,
+    TaskIdentity,
+    check_replay,
+    decide,
+    transactional_id,
+)
+from kafka_direct.producer.write import WriteResult, WriteSettings, record_stats
+
+__all__ = ["TRANSACTIONAL", "TransactionalProducer", "probe_transactions", "write_transaction"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+TRANSACTIONAL = "python-transactional"
+
+#: Coordinator errors that pass by themselves (a coordinator moving or loading its state).
+_COORDINATOR_BUSY = {
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.UNSTABLE_OFFSET_COMMIT,
+    KafkaError._TIMED_OUT,
+    KafkaError._TRANSPORT,
+}
+
+#: The pause between two attempts at reading a marker while the coordinator is busy.
+RETRY_PAUSE_S = 0.2
+
+
+class TransactionalProducer(PythonBatchProducer):
+    """The Python batch producer with Kafka's transactional calls, errors translated."""
+
+    def __init__(self, config: Mapping[str, str]) -> None:
+        super().__init__(config)
+        self.transactional_id = config["transactional.id"]
+
+    def _txn(self, what: str, fn: Callable[..., T], *args: Any) -> T:
+        try:
+            return fn(*args)
+        except KafkaException as exc:
+            self.check()  # a failed delivery explains a failed commit better
+            raise _txn_error(exc, what, self.transactional_id) from None
+
+    def init_transactions(self, timeout_s: float) -> None:
+        self._txn("initialising", self._producer.init_transactions, timeout_s)
+
+    def begin_transaction(self) -> None:
+        self._txn("beginning a transaction", self._producer.begin_transaction)
+
+    def send_marker(self, marker: Marker, topic: str, group: Any, timeout_s: float) -> None:
+        offsets = [TopicPartition(topic, 0, marker.offset(), marker.encode())]
+        self._txn(
+            "adding the task's marker to the transaction",
+            self._producer.send_offsets_to_transaction, offsets, group, timeout_s,
+        )  # fmt: skip
+
+    def commit_transaction(self, timeout_s: float) -> None:
+        """Commit; a retriable error (a commit whose outcome is unknown) is retried until
+        ``timeout_s``, as librdkafka allows."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                self._producer.commit_transaction(max(deadline - time.monotonic(), 1.0))
+                return
+            except KafkaException as exc:
+                kerr = exc.args[0] if exc.args else None
+                retriable = isinstance(kerr, KafkaError) and kerr.retriable()
+                if not retriable or time.monotonic() >= deadline:
+                    self.check()
+                    raise _txn_error(exc, "committing", self.transactional_id) from None
+
+    def abort_transaction(self, timeout_s: float) -> None:
+        """Best effort after a failure being reported: a fenced or dead producer cannot abort,
+        and the coordinator aborts for it (at the next ``init_transactions`` of the id, or after
+        ``kafka.transaction.timeout.ms``)."""
+        try:
+            self._producer.abort_transaction(timeout_s)
+        except KafkaException as exc:
+            log.debug("Aborting the transaction of '%s' failed: %r", self.transactional_id, exc)
+
+
+def _txn_error(exc: KafkaException, what: str, txn_id: str) -> KafkaClientError:
+    kerr = exc.args[0] if exc.args else None
+    context = f"The exactly-once write (transactional id '{txn_id}') failed while {what}"
+    if isinstance(kerr, KafkaError) and kerr.code() in (
+        KafkaError._FENCED,
+        KafkaError.PRODUCER_FENCED,
+        KafkaError.INVALID_PRODUCER_EPOCH,
+    ):
+        context += (
+            ": a newer attempt of this task (or a newer run of the query) took over the "
+            "transactional id, so this attempt's transaction is aborted and the newer one writes"
+        )
+    elif isinstance(kerr, KafkaError) and kerr.code() == KafkaError.INVALID_TRANSACTION_TIMEOUT:
+        context += (
+            ": the brokers refuse 'kafka.transaction.timeout.ms' (it must not exceed their "
+            "transaction.max.timeout.ms)"
+        )
+    return translate(exc, context)
+
+
+def _first_rows(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch] | None:
+    """The batches from the first non-empty one on, or None when there are no rows at all."""
+    it = iter(batches)
+    for batch in it:
+        if batch.num_rows:
+            return itertools.chain([batch], it)
+    return None
+
+
+def _consumer(settings: WriteSettings, txn_id: str, events: ClientEvents) -> Consumer:
+    txn = settings.transactions
+    assert txn is not None
+    config: dict[str, Any] = {
+        **txn.consumer_config,
+        **client_hooks(events),
+        "group.id": txn_id,
+        "isolation.level": "read_committed",  # require_stable: only what committed counts
+        "enable.auto.commit": False,
+        "client.id": "kafka-direct-sink-marker",
+    }
+    try:
+        return Consumer(config)
+    except KafkaException as exc:
+        raise translate(exc, "Creating the marker reader on the executor") from exc
+
+
+def read_marker(consumer: Consumer, topic: str, txn_id: str, timeout_s: float) -> Marker | None:
+    """The last marker committed for ``txn_id``; waits out a busy coordinator."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        error: KafkaError | None = None
+        try:
+            (tp,) = consumer.committed([TopicPartition(topic, 0)], max(timeout_s / 4, 1.0))
+            error = tp.error
+            if error is None:
+                return Marker.decode(tp.metadata) if tp.offset >= 0 else None
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if not isinstance(error, KafkaError):
+                raise translate(exc, f"Reading the marker of '{txn_id}'") from None
+        if error.code() not in _COORDINATOR_BUSY or time.monotonic() >= deadline:
+            raise translate(
+                KafkaException(error),
+                f"Reading the marker of transactional id '{txn_id}' (the committed offset of "
+                f"its consumer group on '{topic}' partition 0)",
+            )
+        time.sleep(RETRY_PAUSE_S)
+
+
+def write_transaction(
+    settings: WriteSettings,
+    batches: Iterable[pa.RecordBatch],
+    task: TaskIdentity,
+    *,
+    attempt: int = 0,
+) -> WriteResult:
+    """Write ``batches`` exactly once for ``task`` (module docstring)."""
+    txn = settings.transactions
+    assert txn is not None, "write_transaction needs WriteSettings.transactions"
+    started, started_wall = time.monotonic(), time.time()
+    rows = _first_rows(batches)
+    if rows is None:
+        return WriteResult(0, 0, time.monotonic() - started, TRANSACTIONAL, reused=False)
+    txn_id = transactional_id(txn.prefix, task.partition)
+    timeout_s = settings.flush_timeout_s
+    producer = TransactionalProducer({**settings.producer_config, "transactional.id": txn_id})
+    events = ClientEvents("The exactly-once sink's marker reader")
+    consumer = _consumer(settings, txn_id, events)
+    records = count = 0
+    try:
+        producer.init_transactions(timeout_s)
+        marker = read_marker(consumer, txn.marker_topic, txn_id, timeout_s)
+        if decide(marker, task, txn_id) is Decision.SKIP:
+            assert marker is not None
+            for batch in rows:
+                records += batch.num_rows
+            check_replay(marker, task, records, txn_id)
+            log.info(
+                "The %s was committed by an earlier attempt (%d record(s), transactional id "
+                "'%s'): nothing written again", task.describe(), records, txn_id,
+            )  # fmt: skip
+            return WriteResult(
+                records, 0, time.monotonic() - started, TRANSACTIONAL, reused=False, skipped=True
+            )
+        producer.begin_transaction()
+        columns = settings.columns
+        for batch in rows:
+            producer.produce_batch(batch, columns)
+            records += batch.num_rows
+            count += 1
+        producer.flush(timeout_s)
+        done = Marker(records, task.batch_id, task.write_id, attempt)
+        producer.send_marker(done, txn.marker_topic, consumer.consumer_group_metadata(), timeout_s)
+        producer.commit_transaction(timeout_s)
+    except BaseException:
+        producer.abort_transaction(min(timeout_s, 10.0))
+        raise
+    finally:
+        consumer.close()
+        producer.close()
+    result = WriteResult(records, count, time.monotonic() - started, TRANSACTIONAL, reused=False)
+    record_stats(settings, result, started_wall)
+    log.info(
+        "Committed %d record(s) of the %s in %.3f s (transactional id '%s')",
+        records, task.describe(), result.seconds, txn_id,
+    )  # fmt: skip
+    return result
+
+
+def probe_transactions(config: Mapping[str, str], prefix: str, timeout_s: float) -> None:
+    """On the driver: refuse a cluster where a transactional producer cannot start (no
+    transactions, a transaction log that cannot be written, a refused timeout, ACLs), before a
+    task writes. Uses an id of its own (``<prefix>-probe``), so it fences no task."""
+    txn_id = f"{prefix}-probe"
+    events = ClientEvents("The exactly-once sink's check")
+    settings: dict[str, Any] = {**config, **client_hooks(events), "transactional.id": txn_id}
+    producer = Producer(settings)
+    try:
+        producer.init_transactions(timeout_s)
+    except KafkaException as exc:
+        kerr = exc.args[0] if exc.args else None
+        said = events.summary()
+        hint = (
+            "Check that the brokers support transactions (Kafka >= 0.11; the embedded test "
+            "broker and librdkafka's mock cluster do not implement them fully) and that their "
+            "transaction state log can be written (transaction.state.log.replication.factor and "
+            "transaction.state.log.min.isr no larger than the live brokers), or use "
+            "deliveryGuarantee 'at-least-once'."
+        )
+        if isinstance(kerr, KafkaError) and kerr.code() == KafkaError.INVALID_TRANSACTION_TIMEOUT:
+            hint = (
+                "Lower 'kafka.transaction.timeout.ms' to at most the brokers' "
+                "transaction.max.timeout.ms."
+            )
+        elif isinstance(kerr, KafkaError) and "AUTHORIZATION" in kerr.name():
+            hint = f"Grant the principal WRITE and DESCRIBE on transactional ids '{prefix}-*'."
+        raise KafkaClientError(
+            f"deliveryGuarantee 'exactly-once' needs Kafka transactions, but a transactional "
+            f"producer could not start on the cluster at {config.get('bootstrap.servers')!r} "
+            f"within {timeout_s:g} s: {kerr.str() if isinstance(kerr, KafkaError) else exc}"
+            + (f" (the client reported: {said})" if said else "")
+            + f". {hint} Nothing was written.",
+            code=kerr.name() if isinstance(kerr, KafkaError) else None,
+        ) from None
+    finally:
+        close = getattr(producer, "close", None)
+        if close is not None:
+            close()

@@ -1,0 +1,144 @@
+"""Unit tests for kafka_direct.producer.markers: the exactly-once sink's decisions, table-style.
+No broker, no Spark."""
+
+from __future__ import annotations
+
+import ast
+import os
+import pickle
+from pathlib import Path
+
+import pytest
+
+from kafka_direct.config.kafka import KafkaConfig
+from kafka_direct.errors import ConfigurationError, KafkaDirectError
+from kafka_direct.producer import markers
+from kafka_direct.producer.markers import (
+    Decision,
+    Marker,
+    MarkerMismatchError,
+    ReplayMismatchError,
+    TaskIdentity,
+    TransactionSettings,
+    check_prefix,
+    check_replay,
+    decide,
+    prefix_from_checkpoint,
+    transactional_id,
+)
+
+TXN = "q-3"
+
+
+def test_module_is_pure() -> None:
+    tree = ast.parse(Path(markers.__file__).read_text())
+    imported = {
+        (node.module or "") if isinstance(node, ast.ImportFrom) else alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in node.names
+    }
+    assert not {m for m in imported if m.split(".")[0] in {"pyspark", "confluent_kafka"}}
+
+
+STREAM = TaskIdentity(3, batch_id=7)
+BATCH = TaskIdentity(3, write_id="w1")
+
+# marker the id's group holds, task, decision
+DECISIONS = [
+    (None, STREAM, Decision.WRITE),
+    (Marker(10, batch_id=6), STREAM, Decision.WRITE),
+    (Marker(10, batch_id=0), STREAM, Decision.WRITE),
+    (Marker(10, batch_id=7), STREAM, Decision.SKIP),
+    (Marker(0, batch_id=7, attempt=2), STREAM, Decision.SKIP),
+    (None, BATCH, Decision.WRITE),
+    (Marker(10, write_id="w0"), BATCH, Decision.WRITE),
+    (Marker(10, write_id="w1"), BATCH, Decision.SKIP),
+    # A stream's marker under a batch write's id: another write, so this one writes.
+    (Marker(10, batch_id=7), BATCH, Decision.WRITE),
+]
+
+
+@pytest.mark.parametrize(("marker", "task", "decision"), DECISIONS)
+def test_decide(marker: Marker | None, task: TaskIdentity, decision: Decision) -> None:
+    assert decide(marker, task, TXN) is decision
+
+
+# marker, task, phrase of the refusal
+MISMATCHES = [
+    (Marker(10, batch_id=8), STREAM, "already committed micro-batch 8, later than this"),
+    (Marker(10, batch_id=8), STREAM, "Give this query a 'transactionalIdPrefix' of its own"),
+    (Marker(10, write_id="w0"), STREAM, "was last used by a batch write (w0)"),
+]
+
+
+@pytest.mark.parametrize(("marker", "task", "phrase"), MISMATCHES)
+def test_markers_of_another_query_are_refused(
+    marker: Marker, task: TaskIdentity, phrase: str
+) -> None:
+    with pytest.raises(MarkerMismatchError) as info:
+        decide(marker, task, TXN)
+    assert phrase in str(info.value) and f"'{TXN}'" in str(info.value)
+    assert isinstance(info.value, KafkaDirectError)
+
+
+def test_a_replay_must_hold_the_committed_rows() -> None:
+    check_replay(Marker(10, batch_id=7), STREAM, 10, TXN)
+    with pytest.raises(ReplayMismatchError) as info:
+        check_replay(Marker(10, batch_id=7), STREAM, 12, TXN)
+    message = str(info.value)
+    assert "micro-batch 7, partition 3 was committed before with 10 record(s)" in message
+    assert "its replay holds 12 row(s)" in message and "plan or partitioning changed" in message
+
+
+@pytest.mark.parametrize(
+    "marker",
+    [
+        Marker(10, batch_id=7),
+        Marker(0, batch_id=0, attempt=3),
+        Marker(5, write_id="0123abcd"),
+    ],
+)
+def test_markers_round_trip_through_offset_metadata(marker: Marker) -> None:
+    text = marker.encode()
+    assert len(text) < 200  # far below the brokers' offset.metadata.max.bytes (4096)
+    assert Marker.decode(text) == marker
+
+
+@pytest.mark.parametrize("metadata", [None, "", "not json", "[1]", '{"v": 99, "records": 1}'])
+def test_metadata_that_is_not_a_marker_reads_as_none(metadata: str | None) -> None:
+    assert Marker.decode(metadata) is None
+
+
+def test_offsets_show_progress() -> None:
+    assert Marker(1, batch_id=0).offset() == 1
+    assert Marker(1, batch_id=41).offset() == 42
+    assert Marker(1, write_id="w").offset() == 1
+
+
+def test_ids_and_prefixes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert transactional_id("q", 12) == "q-12"
+    a = prefix_from_checkpoint("/data/ck/q1")
+    assert a == prefix_from_checkpoint("/data/ck/q1/") == prefix_from_checkpoint(" /data/ck/q1")
+    assert a != prefix_from_checkpoint("/data/ck/q2")
+    assert a.startswith("kafka-direct-") and check_prefix(a) == a
+    remote = prefix_from_checkpoint("s3a://bucket/ck/q1")
+    assert remote != prefix_from_checkpoint("s3a://bucket/ck/q2")
+    monkeypatch.chdir(tmp_path)
+    assert prefix_from_checkpoint("ck") == prefix_from_checkpoint(os.path.join(tmp_path, "ck"))
+
+
+@pytest.mark.parametrize("bad", ["", "a b", "q/1", "x" * 201, "é"])
+def test_a_prefix_kafka_cannot_take_is_refused(bad: str) -> None:
+    with pytest.raises(ConfigurationError) as info:
+        check_prefix(bad)
+    assert "'transactionalIdPrefix'" in str(info.value)
+    assert "A-Z a-z 0-9 . _ -" in str(info.value)
+
+
+def test_settings_pickle_without_secrets_in_their_repr() -> None:
+    settings = TransactionSettings(
+        "q", "out", "w1", KafkaConfig({"bootstrap.servers": "b:1", "sasl.password": "hunter2"})
+    )
+    assert pickle.loads(pickle.dumps(settings)) == settings
+    assert "hunter2" not in repr(settings)
