@@ -74,7 +74,9 @@ def varied(partition: int, count: int, tag: str) -> list[Sent]:
     return out
 
 
-def reader(spark: Any, fmt: str, bootstrap: str, options: Mapping[str, str], *, stream: bool = False) -> Any:
+def reader(
+    spark: Any, fmt: str, bootstrap: str, options: Mapping[str, str], *, stream: bool = False
+) -> Any:
     r = (spark.readStream if stream else spark.read).format(fmt)
     r = r.option("kafka.bootstrap.servers", bootstrap)
     for k, v in options.items():

@@ -10,6 +10,10 @@ fails: the suite never skips.
 PySpark can reach PyPI before Spark's connector reaches Maven Central. The newest published
 connector of the same major version is then used, and every test of this folder says so in its
 report (``jvm_connector_version`` user property).
+
+The broker is real Apache Kafka (:class:`~kafka_direct.testing.KafkaCluster`, one node), or
+``KAFKA_BOOTSTRAP_SERVERS`` when set: transactions, timestamps, compaction and deleted records
+must behave as Kafka's, or the comparison says nothing.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from kafka_direct.testing.kafka_cluster import KafkaCluster
 from kafka_direct.testing.spark_connector import (
     connector_version,
     installed_spark_version,
@@ -43,6 +48,22 @@ def _add_jars_to_submit_args() -> None:
 
 
 _add_jars_to_submit_args()
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap() -> Iterator[str]:
+    external = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if external:
+        yield external
+        return
+    # The log cleaner checks every second (default 15 s), so the compacted-topic case waits less.
+    cluster = KafkaCluster(brokers=1, log_cleaner_backoff_ms=1000)
+    try:
+        cluster.start()
+    except Exception as exc:  # noqa: BLE001 - any failure to start must fail the run loudly
+        pytest.fail(f"Apache Kafka could not start: {exc}", pytrace=False)
+    yield cluster.bootstrap_servers
+    cluster.stop()
 
 
 @pytest.fixture(autouse=True)

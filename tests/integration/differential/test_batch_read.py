@@ -10,8 +10,6 @@ from typing import Any
 import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
-
-from kafka_direct.testing.broker import create_topic
 from tests.integration.differential.both import (
     BASE_TS_MS,
     assert_same_rows,
@@ -24,6 +22,8 @@ from tests.integration.differential.both import (
     reader,
     varied,
 )
+
+from kafka_direct.testing.broker import create_topic
 
 #: Records per partition: uneven, with an empty partition.
 A_SIZES = (9, 4, 0)
@@ -126,10 +126,13 @@ def test_same_rows(
     case: str, spark: Any, kafka_bootstrap: str, topics: Topics, record_property: Any
 ) -> None:
     both = read_both(spark, kafka_bootstrap, SAME_ROWS[case](topics))
-    record_property("spark_partitions", f"kafka={both.jvm_partitions} "
-                    f"kafka_direct={both.ours_partitions}")
-    print(f"{case}: {len(both.jvm)} rows; Spark partitions: format('kafka') "
-          f"{both.jvm_partitions}, format('kafka_direct') {both.ours_partitions}")
+    record_property(
+        "spark_partitions", f"kafka={both.jvm_partitions} kafka_direct={both.ours_partitions}"
+    )
+    print(
+        f"{case}: {len(both.jvm)} rows; Spark partitions: format('kafka') "
+        f"{both.jvm_partitions}, format('kafka_direct') {both.ours_partitions}"
+    )
     assert both.jvm, "a case that reads nothing compares nothing"
     assert_same_rows(both)
 
@@ -233,9 +236,7 @@ def test_both_accept(case: str, spark: Any, kafka_bootstrap: str, topics: Topics
     assert _outcome(spark, kafka_bootstrap, "kafka_direct", options) is None
 
 
-def test_deleted_records_with_fail_on_data_loss_false(
-    spark: Any, kafka_bootstrap: str
-) -> None:
+def test_deleted_records_with_fail_on_data_loss_false(spark: Any, kafka_bootstrap: str) -> None:
     """Records deleted below the requested start: both start at the log start, no error."""
     topic = new_name("diff-deleted")
     create_topic(kafka_bootstrap, topic, partitions=2)

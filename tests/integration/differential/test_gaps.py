@@ -9,8 +9,6 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
-
-from kafka_direct.testing.broker import create_topic
 from tests.integration.differential.both import (
     assert_same_rows,
     assign_json,
@@ -18,6 +16,8 @@ from tests.integration.differential.both import (
     offsets_json,
     read_both,
 )
+
+from kafka_direct.testing.broker import create_topic
 
 
 @pytest.fixture(scope="module")
@@ -145,8 +145,6 @@ def test_compacted_topic(spark: Any, kafka_bootstrap: str) -> None:
     producer.flush(30)
     n += 1
     seen = _wait_for_compaction(kafka_bootstrap, topic, n)
-    both = read_both(
-        spark, kafka_bootstrap, {"subscribe": topic, "failOnDataLoss": "false"}
-    )
+    both = read_both(spark, kafka_bootstrap, {"subscribe": topic, "failOnDataLoss": "false"})
     assert len(both.jvm) == seen
     assert_same_rows(both)
