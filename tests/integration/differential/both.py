@@ -4,6 +4,7 @@ compare whole rows (key, value, topic, partition, offset, timestamp, timestampTy
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -13,7 +14,8 @@ from confluent_kafka import Producer
 
 JVM = "kafka"
 OURS = "kafka_direct"
-BASE_TS_MS = 1_700_000_000_000
+#: An hour ago, to the second: records older than the broker's retention would be deleted.
+BASE_TS_MS = (int(time.time()) - 3600) * 1000
 
 Header = tuple[str, bytes | None]
 Row = tuple[Any, ...]
