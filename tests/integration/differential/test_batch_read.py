@@ -212,6 +212,20 @@ BOTH_ACCEPT: dict[str, Case] = {
         "kafkaConsumer.pollTimeoutMs": "30000",
     },
     "unknown option": lambda t: {"subscribe": t.a, "someOptionNobodyKnows": "1"},
+    "fetchOffset.numRetries and retryIntervalMs": lambda t: {
+        "subscribe": t.a,
+        "fetchOffset.numRetries": "5",
+        "fetchOffset.retryIntervalMs": "20",
+    },
+    "stream-only options in a batch": lambda t: {
+        "subscribe": t.a,
+        "minOffsetsPerTrigger": "5",
+        "maxTriggerDelay": "1s",
+    },
+    "kafka.isolation.level read_committed": lambda t: {
+        "subscribe": t.a,
+        "kafka.isolation.level": "read_committed",
+    },
 }
 
 
