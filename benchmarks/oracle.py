@@ -16,7 +16,12 @@ in rounds whose order alternates between the two formats:
 - stream noop:  ``readStream`` under ``Trigger.AvailableNow`` into the ``noop`` sink;
 - stream foreachBatch: the same into ``foreachBatch`` computing the batch sum;
 - batch write:  ``df.write.format(...)`` of N records of S bytes (a cached DataFrame) to a topic
-  of its own per round and format, read back and counted.
+  of its own per round and format, read back and counted;
+- floor:        the batch sum over a Python data source that yields ready-made Arrow batches
+  of the same shape and reads no Kafka (``kafka_direct_bench.floor_source``): what Spark
+  itself costs any Python source. Where the JVM connector is faster, the distance between it
+  and this row is Spark's Python data source path (Arrow batches from a Python worker into the
+  JVM), which no Python source can avoid.
 
 Every read must see exactly N records (and N x S bytes for the sum), every write must leave N
 records, or the run fails. It reports seconds per round, per-round ratios (JVM seconds divided
@@ -79,6 +84,7 @@ class Bench:
         self.bootstrap = bootstrap
         self.args = args
         self.seconds: dict[str, dict[str, list[float]]] = {}
+        self.floor_seconds: list[float] = []
         self.checkpoints = Path(tempfile.mkdtemp(prefix="oracle-bench-"))
 
     def record(self, mode: str, fmt: str, seconds: float) -> None:
@@ -104,6 +110,24 @@ class Bench:
         seconds, row = timed(lambda: agg.collect()[0])
         self.check(f"{fmt} batch sum", (row[0], row[1]), (records, records * self.args.size))
         self.record("batch sum(length)", fmt, seconds)
+
+    def floor(self, records: int) -> None:
+        from kafka_direct_bench.dataset import per_partition_counts
+        from pyspark.sql import functions as F
+
+        counts = per_partition_counts(records, self.args.partitions)
+        df = (
+            self.spark.read.format("kafka_direct_bench_floor")
+            .option("counts", ",".join(map(str, counts)))
+            .option("size", str(self.args.size))
+            .option("batch", "10000")
+            .load()
+            .agg(F.count(F.lit(1)), F.sum(F.length("value")))
+        )
+        seconds, row = timed(lambda: df.collect()[0])
+        self.check("floor", (row[0], row[1]), (records, records * self.args.size))
+        self.floor_seconds.append(seconds)
+        log(f"{'floor (no Kafka)':<22} {'python':<13} {seconds:8.2f} s")
 
     def stream(self, fmt: str, topic: str, sink: str, round_: int) -> None:
         from pyspark.sql import functions as F
@@ -155,6 +179,10 @@ class Bench:
                 f"{med:6.2f}x  {' '.join(f'{r:.2f}' for r in ratios)}"
             )
             out[mode] = {"kafka_s": jvm, "kafka_direct_s": ours, "ratios": ratios, "median": med}
+        if self.floor_seconds:
+            floor = statistics.median(self.floor_seconds)
+            print(f"{'floor (no Kafka)':<22} {'':>9} {floor:15.2f}  (batch sum, Python source)")
+            out["floor"] = {"seconds": self.floor_seconds, "median": floor}
         print("ratio = kafka seconds / kafka_direct seconds (above 1: kafka_direct is faster)")
         return out
 
@@ -193,6 +221,9 @@ def main(argv: list[str] | None = None) -> int:
         spark = local_spark("kafka_direct-oracle-bench", conf=spark_kafka_conf(jars))
         log(f"Spark {spark.version}, Spark's Kafka connector {connector_version(jars)}")
         bench = Bench(spark, bootstrap, args)
+        from kafka_direct_bench.floor_source import floor_source
+
+        spark.dataSource.register(floor_source())
         for fmt in FORMATS:  # warm-up: JIT, Python workers, consumer pools; not timed
             spark.read.format(fmt).option("kafka.bootstrap.servers", bootstrap).option(
                 "subscribe", topic
@@ -216,6 +247,8 @@ def main(argv: list[str] | None = None) -> int:
             for fmt in order:
                 if "batch" not in skip:
                     bench.batch(fmt, batch_topic, args.batch_records)
+                    if fmt == "kafka_direct":
+                        bench.floor(args.batch_records)
                 if "stream" not in skip:
                     bench.stream(fmt, topic, "noop", r)
                     bench.stream(fmt, topic, "foreachBatch", r)
