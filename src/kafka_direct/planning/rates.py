@@ -30,24 +30,23 @@ def rate_limit(
 ) -> dict[TopicPartition, int]:
     """Planned end offset for every partition of ``start``: ``start <= end <= latest``.
 
-    ``max_total`` is ``maxOffsetsPerTrigger``, shared in proportion to each partition's backlog as
-    ``KafkaMicroBatchStream.rateLimit`` does. ``max_per_partition`` caps each partition on its own
-    (Spark's structured source has no such cap; the DStream had ``maxRatePerPartition``); what a
-    capped partition cannot take goes to the others (water-filling). Partitions only in ``latest``
-    are not planned (the caller resolves their start first, see :func:`resolve_new_partitions`).
+    ``max_total`` alone is ``maxOffsetsPerTrigger`` exactly as ``KafkaMicroBatchStream.rateLimit``
+    applies it: each partition with backlog gets ``limit * (backlog / total backlog)`` in double
+    precision, floored, or lifted to one record when that share is below one (so small
+    partitions are not starved). So the total may be a little above ``max_total`` (three
+    partitions sharing a limit of 1 read three records) or below it (flooring), and the end
+    offsets of every micro-batch are Spark's own: a checkpoint written by ``format("kafka")``
+    goes on batch for batch under ``format("kafka_direct")`` and back.
 
-    Deliberate differences from Spark, which floors each share and lifts shares below one record
-    to one (``if (prorate < 1) ceil else floor``, so small partitions are not starved):
+    ``max_per_partition`` (ours: Spark's structured source has no such cap; the DStream had
+    ``maxRatePerPartition``) caps each partition on its own. With it, the total is exactly
+    ``min(max_total, sum of capped backlogs)``: what a capped partition cannot take goes to the
+    others (water-filling, largest remainders, ties in partition order).
 
-    * Spark's total can exceed ``maxOffsetsPerTrigger`` (three partitions sharing a limit of 1 read
-      three records) and can fall short of it by up to one record per partition. Here the total is
-      exactly ``min(max_total, sum of capped backlogs)``: shares are computed exactly, shares below
-      one are lifted to one when ``max_total`` covers every partition with backlog (as in Spark),
-      and the records left by flooring go to the largest remainders, ties in partition order.
-      When ``max_total`` is smaller than the number of partitions with backlog, not every partition
-      can get a record; the largest shares win.
-    * A partition whose latest offset is below its start (offsets went backwards) keeps
-      ``end == start``; Spark returns the lower latest offset and leaves it to the data-loss check.
+    Partitions only in ``latest`` are not planned (the caller resolves their start first, see
+    :func:`resolve_new_partitions`). A partition whose latest offset is below its start
+    (offsets went backwards) keeps ``end == start``; Spark returns the lower latest offset and
+    leaves it to the data-loss check.
     """
     if max_total is not None and max_total < 0:
         raise ValueError(f"max_total must be >= 0, got {max_total}")
@@ -59,9 +58,25 @@ def rate_limit(
         for tp, lag in backlog.items()
     }
     take = {tp: cap for tp, cap in caps.items() if cap > 0}
-    if max_total is not None and sum(take.values()) > max_total:
+    if max_total is not None and max_per_partition is None:
+        take = _spark_prorate(max_total, take)
+    elif max_total is not None and sum(take.values()) > max_total:
         take = _apportion(max_total, {tp: backlog[tp] for tp in take}, take)
     return {tp: off + take.get(tp, 0) for tp, off in start.items()}
+
+
+def _spark_prorate(limit: int, backlog: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+    """``KafkaMicroBatchStream.rateLimit``'s shares, bit for bit: the same double arithmetic in
+    the same order (``limit * (size / total)``), then floor, or ceil below one record."""
+    total = float(sum(backlog.values()))
+    if total < 1:
+        return dict(backlog)
+    take = {}
+    for tp, size in backlog.items():
+        prorate = limit * (size / total)
+        share = math.ceil(prorate) if prorate < 1 else math.floor(prorate)
+        take[tp] = min(size, share)
+    return take
 
 
 def _apportion(

@@ -561,27 +561,24 @@ def three_partitions() -> FakeCluster:
     return cluster
 
 
-def test_max_offsets_per_trigger_limits_every_batch_exactly() -> None:
-    q = MicroBatches(
-        three_partitions(),
-        {"subscribe": "t", "startingOffsets": "earliest", "maxOffsetsPerTrigger": "10"},
-    )
-    batches = q.drain()
-    assert [records(b) for b in batches] == [10, 10, 10]
-    assert covered(batches) == {"t-0": [(0, 20)], "t-1": [(0, 7)], "t-2": [(0, 3)]}
-
-
-@pytest.mark.parametrize("limit", ["1", "4", "29"])
-def test_max_offsets_per_trigger_total_is_min_of_limit_and_backlog(limit: str) -> None:
+@pytest.mark.parametrize(
+    ("limit", "sizes"),
+    [
+        # KafkaMicroBatchStream.rateLimit on backlogs 20, 7, 3: floored shares, and shares
+        # below one record lifted to one. These are Spark's own end offsets, batch for batch.
+        ("10", [9, 9, 9, 3]),
+        ("1", [3, 3, 3, 2, 2, 2, 2] + [1] * 13),
+        ("4", [4, 4, 4, 4, 4, 4, 4, 2]),
+        ("29", [27, 3]),
+    ],
+)
+def test_max_offsets_per_trigger_follows_spark_rate_limit(limit: str, sizes: list[int]) -> None:
     q = MicroBatches(
         three_partitions(),
         {"subscribe": "t", "startingOffsets": "earliest", "maxOffsetsPerTrigger": limit},
     )
     batches = q.drain()
-    sizes = [records(b) for b in batches]
-    assert all(size == int(limit) for size in sizes[:-1])
-    assert 0 < sizes[-1] <= int(limit)
-    assert sum(sizes) == 30
+    assert [records(b) for b in batches] == sizes
     assert covered(batches) == {"t-0": [(0, 20)], "t-1": [(0, 7)], "t-2": [(0, 3)]}
 
 
@@ -747,7 +744,7 @@ def test_available_now_with_max_offsets_takes_several_batches() -> None:
     q = MicroBatches(cluster, options, available_now=True)
     cluster.append("t", 1, 10)
     batches = q.drain()
-    assert [records(b) for b in batches] == [4, 4, 2]
+    assert [records(b) for b in batches] == [3, 3, 4]  # Spark floors: 2+1, 2+1, then the 2+2 left
     assert covered(batches) == {"t-0": [(0, 6)], "t-1": [(0, 4)]}
     assert q.planner.latest_offsets(q.start, read_all=False) == q.start  # done
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import random
 from fractions import Fraction
 from typing import Literal
@@ -306,8 +307,8 @@ RATE_CASES = [
         {A0: 21, A1: 11, A2: 1},
         20,
         None,
-        {A0: 12, A1: 7, A2: 1},
-        id="differs from Spark compositeReadLimit batch 1: 20 not 19 (Spark floors to 12,6,1)",
+        {A0: 12, A1: 6, A2: 1},
+        id="Spark compositeReadLimit batch 1: floors to 12, 6, 1 (19, not 20)",
     ),
     pytest.param(
         {A0: 12, A1: 6, A2: 1},
@@ -325,8 +326,8 @@ RATE_CASES = [
         {A0: 1000, A1: 1000, A2: 1000},
         100,
         None,
-        {A0: 34, A1: 33, A2: 33},
-        id="remainder goes to first partition on a tie, sum is exactly max_total",
+        {A0: 33, A1: 33, A2: 33},
+        id="Spark floors every share: 99 of 100",
     ),
     pytest.param(
         {A0: 0, A1: 0}, {A0: 1, A1: 1_000_000}, 100, None, {A0: 1, A1: 99}, id="1 next to 1M"
@@ -336,8 +337,8 @@ RATE_CASES = [
         {A0: 1000, A1: 1000, A2: 1000},
         1,
         None,
-        {A0: 1, A1: 0, A2: 0},
-        id="never above max_total (Spark would read 3)",
+        {A0: 1, A1: 1, A2: 1},
+        id="Spark lifts shares below one record to one: 3 of 1",
     ),
     pytest.param(
         {A0: 0, A1: 0}, {A0: 10, A1: 20}, 0, None, {A0: 0, A1: 0}, id="max_total=0 reads nothing"
@@ -405,16 +406,20 @@ def test_rate_limit_properties(seed: int) -> None:
     cap = {tp: lag if max_per is None else min(lag, max_per) for tp, lag in backlog.items()}
     take = {tp: end[tp] - start[tp] for tp in tps}
     assert all(0 <= take[tp] <= cap[tp] for tp in tps)
-    expected_total = sum(cap.values()) if max_total is None else min(max_total, sum(cap.values()))
-    assert sum(take.values()) == expected_total
     waiting = [tp for tp in tps if cap[tp] > 0]
-    if max_total is not None and max_total >= len(waiting):
-        assert all(take[tp] >= 1 for tp in waiting), "a partition with backlog was starved"
-    if max_total is not None and max_per is None and sum(cap.values()) > max_total:
-        exact = {tp: Fraction(max_total * backlog[tp], sum(backlog.values())) for tp in waiting}
-        if all(q >= 1 for q in exact.values()):
-            # Every share within one record of the exact pro-rata share, as in Spark.
-            assert all(abs(take[tp] - exact[tp]) < 1 for tp in waiting)
+    if max_total is not None and max_per is None:
+        # Spark's rateLimit: every share floored, or lifted to one record below one.
+        total = sum(backlog.values())
+        for tp in waiting:
+            exact = Fraction(max_total * backlog[tp], total)
+            assert take[tp] == min(backlog[tp], max(math.floor(exact), 1 if exact > 0 else 0))
+    else:
+        expected_total = (
+            sum(cap.values()) if max_total is None else min(max_total, sum(cap.values()))
+        )
+        assert sum(take.values()) == expected_total
+        if max_total is not None and max_total >= len(waiting):
+            assert all(take[tp] >= 1 for tp in waiting), "a partition with backlog was starved"
     reordered = dict(sorted(start.items(), reverse=True))
     assert rate_limit(reordered, latest, max_total=max_total, max_per_partition=max_per) == end
 

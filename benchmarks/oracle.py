@@ -1,0 +1,282 @@
+#!/usr/bin/env python
+"""kafka_direct next to Spark's own Kafka connector, in one command: same broker, same data,
+same Spark, same run.
+
+    python benchmarks/oracle.py                       # 2,000,000 x 100 B in 2 partitions
+    python benchmarks/oracle.py --batch-records 10000000 --json oracle.json
+    python benchmarks/oracle.py --quick               # 20,000 records: a smoke run
+
+It starts one Apache Kafka broker (:class:`kafka_direct.testing.KafkaCluster`) unless
+``--bootstrap-servers`` is given, fetches Spark's connector (``spark_kafka_jars``, cached) and
+starts one ``local[2]`` Spark with both ``format("kafka")`` and ``format("kafka_direct")``. Then,
+in rounds whose order alternates between the two formats:
+
+- batch count:  ``spark.read...load().count()``;
+- batch sum:    ``agg(count(1), sum(length(value)))``, so every value is materialised;
+- stream noop:  ``readStream`` under ``Trigger.AvailableNow`` into the ``noop`` sink;
+- stream foreachBatch: the same into ``foreachBatch`` computing the batch sum;
+- batch write:  ``df.write.format(...)`` of N records of S bytes (a cached DataFrame) to a topic
+  of its own per round and format, read back and counted;
+- floor:        the batch sum over a Python data source that yields ready-made Arrow batches
+  of the same shape and reads no Kafka (``kafka_direct_bench.floor_source``): what Spark
+  itself costs any Python source. Where the JVM connector is faster, the distance between it
+  and this row is Spark's Python data source path (Arrow batches from a Python worker into the
+  JVM), which no Python source can avoid.
+
+Every read must see exactly N records (and N x S bytes for the sum), every write must leave N
+records, or the run fails. It reports seconds per round, per-round ratios (JVM seconds divided
+by kafka_direct seconds: above 1 means kafka_direct is faster) and their median. Runs in the
+benchmark process, which is also the Spark driver.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from kafka_direct_bench.common import log
+from kafka_direct_bench.dataset import (
+    create_topic,
+    latest_offsets,
+    new_topic,
+    produce_dataset,
+)
+
+FORMATS = ("kafka", "kafka_direct")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--records", type=int, default=2_000_000, help="stream and write records")
+    p.add_argument("--batch-records", type=int, default=None, help="batch read records")
+    p.add_argument("--size", type=int, default=100)
+    p.add_argument("--partitions", type=int, default=2)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--bootstrap-servers", default=None)
+    p.add_argument("--skip", default="", help="comma list of: batch,stream,write")
+    p.add_argument("--json", default=None, help="write every figure here")
+    p.add_argument("--quick", action="store_true", help="20,000 records, 2 rounds")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.records, args.rounds = 20_000, 2
+    args.batch_records = args.batch_records or args.records
+    return args
+
+
+def timed(action: Any) -> tuple[float, Any]:
+    started = time.perf_counter()
+    result = action()
+    return time.perf_counter() - started, result
+
+
+class Bench:
+    def __init__(self, spark: Any, bootstrap: str, args: argparse.Namespace) -> None:
+        self.spark = spark
+        self.bootstrap = bootstrap
+        self.args = args
+        self.seconds: dict[str, dict[str, list[float]]] = {}
+        self.floor_seconds: list[float] = []
+        self.checkpoints = Path(tempfile.mkdtemp(prefix="oracle-bench-"))
+
+    def record(self, mode: str, fmt: str, seconds: float) -> None:
+        self.seconds.setdefault(mode, {f: [] for f in FORMATS})[fmt].append(seconds)
+        log(f"{mode:<22} {fmt:<13} {seconds:8.2f} s")
+
+    def source(self, fmt: str, topic: str, stream: bool = False) -> Any:
+        r = (self.spark.readStream if stream else self.spark.read).format(fmt)
+        return r.option("kafka.bootstrap.servers", self.bootstrap).option("subscribe", topic)
+
+    def check(self, what: str, got: Any, expected: Any) -> None:
+        if got != expected:
+            raise RuntimeError(f"{what}: got {got}, expected {expected}")
+
+    def batch(self, fmt: str, topic: str, records: int) -> None:
+        from pyspark.sql import functions as F
+
+        df = self.source(fmt, topic).load()
+        seconds, n = timed(df.count)
+        self.check(f"{fmt} batch count", n, records)
+        self.record("batch count", fmt, seconds)
+        agg = self.source(fmt, topic).load().agg(F.count(F.lit(1)), F.sum(F.length("value")))
+        seconds, row = timed(lambda: agg.collect()[0])
+        self.check(f"{fmt} batch sum", (row[0], row[1]), (records, records * self.args.size))
+        self.record("batch sum(length)", fmt, seconds)
+
+    def floor(self, records: int) -> None:
+        from kafka_direct_bench.dataset import per_partition_counts
+        from pyspark.sql import functions as F
+
+        counts = per_partition_counts(records, self.args.partitions)
+        df = (
+            self.spark.read.format("kafka_direct_bench_floor")
+            .option("counts", ",".join(map(str, counts)))
+            .option("size", str(self.args.size))
+            .option("batch", "10000")
+            .load()
+            .agg(F.count(F.lit(1)), F.sum(F.length("value")))
+        )
+        seconds, row = timed(lambda: df.collect()[0])
+        self.check("floor", (row[0], row[1]), (records, records * self.args.size))
+        self.floor_seconds.append(seconds)
+        log(f"{'floor (no Kafka)':<22} {'python':<13} {seconds:8.2f} s")
+
+    def stream(self, fmt: str, topic: str, sink: str, round_: int) -> None:
+        from pyspark.sql import functions as F
+
+        totals = [0, 0]
+
+        def each(batch: Any, _id: int) -> None:
+            row = batch.agg(F.count(F.lit(1)), F.sum(F.length("value"))).collect()[0]
+            totals[0] += row[0]
+            totals[1] += row[1] or 0
+
+        checkpoint = self.checkpoints / f"{sink}-{fmt}-{round_}"
+        w = self.source(fmt, topic, stream=True).option("startingOffsets", "earliest").load()
+        w = w.writeStream.option("checkpointLocation", str(checkpoint)).trigger(availableNow=True)
+        w = w.format("noop") if sink == "noop" else w.foreachBatch(each)
+
+        def run() -> int:
+            query = w.start()
+            query.awaitTermination()
+            if query.exception() is not None:
+                raise RuntimeError(f"{fmt} stream failed: {query.exception()}")
+            return sum(p["numInputRows"] for p in query.recentProgress)
+
+        seconds, rows = timed(run)
+        self.check(f"{fmt} stream {sink} rows", rows, self.args.records)
+        if sink != "noop":
+            self.check(f"{fmt} foreachBatch", totals, [rows, rows * self.args.size])
+        self.record(f"stream {sink}", fmt, seconds)
+
+    def write(self, fmt: str, df: Any) -> None:
+        topic = new_topic(f"oracle-write-{fmt.replace('_', '')}")
+        create_topic(self.bootstrap, topic, self.args.partitions)
+        w = df.write.format(fmt).mode("append").option("kafka.bootstrap.servers", self.bootstrap)
+        seconds, _ = timed(lambda: w.option("topic", topic).save())
+        written = sum(latest_offsets(self.bootstrap, topic, self.args.partitions))
+        self.check(f"{fmt} write", written, self.args.records)
+        self.record("batch write", fmt, seconds)
+
+    def report(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        print()
+        print(f"{'mode':<22} {'kafka s':>9} {'kafka_direct s':>15} {'ratio':>7}  per-round ratios")
+        for mode, by_fmt in self.seconds.items():
+            jvm, ours = by_fmt["kafka"], by_fmt["kafka_direct"]
+            ratios = [j / o for j, o in zip(jvm, ours, strict=False)]
+            med = statistics.median(ratios)
+            print(
+                f"{mode:<22} {statistics.median(jvm):9.2f} {statistics.median(ours):15.2f} "
+                f"{med:6.2f}x  {' '.join(f'{r:.2f}' for r in ratios)}"
+            )
+            out[mode] = {"kafka_s": jvm, "kafka_direct_s": ours, "ratios": ratios, "median": med}
+        if self.floor_seconds:
+            floor = statistics.median(self.floor_seconds)
+            print(f"{'floor (no Kafka)':<22} {'':>9} {floor:15.2f}  (batch sum, Python source)")
+            out["floor"] = {"seconds": self.floor_seconds, "median": floor}
+        print("ratio = kafka seconds / kafka_direct seconds (above 1: kafka_direct is faster)")
+        return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    skip = set(filter(None, args.skip.split(",")))
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from kafka_direct.testing.kafka_cluster import KafkaCluster
+    from kafka_direct.testing.local import local_spark
+    from kafka_direct.testing.spark_connector import (
+        connector_version,
+        spark_kafka_conf,
+        spark_kafka_jars,
+    )
+
+    jars = spark_kafka_jars(nearest=True)
+    cluster = None
+    bootstrap = args.bootstrap_servers
+    if bootstrap is None:
+        cluster = KafkaCluster(brokers=1).start()
+        bootstrap = cluster.bootstrap_servers
+    spark = None
+    try:
+        topic = new_topic("oracle-read")
+        create_topic(bootstrap, topic, args.partitions)
+        produced = produce_dataset(bootstrap, topic, args.records, args.size, args.partitions, 7)
+        log(f"produced {args.records:,} x {args.size} B in {produced['seconds']:.1f} s")
+        batch_topic = topic
+        if args.batch_records != args.records and "batch" not in skip:
+            batch_topic = new_topic("oracle-batch")
+            create_topic(bootstrap, batch_topic, args.partitions)
+            produce_dataset(
+                bootstrap, batch_topic, args.batch_records, args.size, args.partitions, 7
+            )
+        spark = local_spark("kafka_direct-oracle-bench", conf=spark_kafka_conf(jars))
+        log(f"Spark {spark.version}, Spark's Kafka connector {connector_version(jars)}")
+        bench = Bench(spark, bootstrap, args)
+        from kafka_direct_bench.floor_source import floor_source
+
+        spark.dataSource.register(floor_source())
+        for fmt in FORMATS:  # warm-up: JIT, Python workers, consumer pools; not timed
+            spark.read.format(fmt).option("kafka.bootstrap.servers", bootstrap).option(
+                "subscribe", topic
+            ).load().count()
+        frame = None
+        if "write" not in skip:
+            from pyspark.sql import functions as F
+
+            frame = (
+                spark.range(args.records, numPartitions=args.partitions)
+                .select(
+                    F.expr(f"cast(rpad(cast(id as string), {args.size}, 'x') as binary)").alias(
+                        "value"
+                    )
+                )
+                .cache()
+            )
+            frame.count()
+        for r in range(args.rounds):
+            order = FORMATS if r % 2 == 0 else FORMATS[::-1]
+            for fmt in order:
+                if "batch" not in skip:
+                    bench.batch(fmt, batch_topic, args.batch_records)
+                    if fmt == "kafka_direct":
+                        bench.floor(args.batch_records)
+                if "stream" not in skip:
+                    bench.stream(fmt, topic, "noop", r)
+                    bench.stream(fmt, topic, "foreachBatch", r)
+                if frame is not None:
+                    bench.write(fmt, frame)
+        results = bench.report()
+        if args.json:
+            Path(args.json).write_text(
+                json.dumps(
+                    {
+                        "records": args.records,
+                        "batch_records": args.batch_records,
+                        "size": args.size,
+                        "partitions": args.partitions,
+                        "spark": spark.version,
+                        "connector": connector_version(jars),
+                        "results": results,
+                    },
+                    indent=2,
+                )
+            )
+    finally:
+        if spark is not None:
+            spark.stop()
+        if cluster is not None:
+            cluster.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
