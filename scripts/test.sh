@@ -16,7 +16,7 @@ bash "$ROOT/scripts/services.sh"
 # pytest workers do not race to fetch them; a no-op once cached.
 if [ -z "${KAFKA_BOOTSTRAP_SERVERS:-}" ] && [ "${KAFKA_DIRECT_TEST_BROKER:-kafka}" = "kafka" ]; then
   start=$SECONDS
-  python -m kafka_direct.testing.kafka_cluster --fetch-only
+  python -W "ignore::RuntimeWarning:runpy" -m kafka_direct.testing.kafka_cluster --fetch-only
   echo "[test] Kafka jars ready in $((SECONDS - start)) s"
 fi
 # The suite mostly waits on brokers, triggers and subprocesses, so two pytest workers share the

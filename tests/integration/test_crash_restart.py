@@ -62,7 +62,6 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
     proc.wait(30)
 
 
-@pytest.mark.tansu_smoke
 @pytest.mark.slow
 def test_sigkill_mid_stream_then_restart_delivers_every_record_exactly_once(
     make_topic, kafka_bootstrap, tmp_path
