@@ -3,6 +3,9 @@
 Plain library: runs in the user's test process. Each helper starts real parts on loopback and
 stops them (context managers, also cleaned up at interpreter exit):
 
+- :class:`KafkaCluster`: real Apache Kafka 4.x brokers (KRaft) as JVM processes, from Maven
+  Central jars fetched once with PySpark's Ivy (:func:`fetch_maven_jars`); the broker of record
+  for kafka_direct's own suite. Brokers can be killed, restarted and paused.
 - :class:`MockCluster`: librdkafka's mock cluster, for broker faults Tansu cannot produce
   (brokers down, leader moves, slow brokers, injected request errors, deleted records).
 - :class:`DurableBroker`: the embedded Tansu broker on S3 storage (a local moto server), so it
@@ -17,7 +20,18 @@ session, :mod:`kafka_direct.testing.local`.
 from __future__ import annotations
 
 from kafka_direct.testing.durable_broker import DurableBroker
+from kafka_direct.testing.jars import JarFetchError, fetch_maven_jars
+from kafka_direct.testing.kafka_cluster import KafkaCluster, KafkaClusterError
 from kafka_direct.testing.mock_cluster import ApiKey, MockCluster
 from kafka_direct.testing.standalone import StandaloneCluster
 
-__all__ = ["ApiKey", "DurableBroker", "MockCluster", "StandaloneCluster"]
+__all__ = [
+    "ApiKey",
+    "DurableBroker",
+    "JarFetchError",
+    "KafkaCluster",
+    "KafkaClusterError",
+    "MockCluster",
+    "StandaloneCluster",
+    "fetch_maven_jars",
+]

@@ -1,0 +1,50 @@
+"""Probes for a starting Kafka broker: free ports, an accepting socket, a metadata answer.
+
+Plain library: runs in the process that owns a :class:`~kafka_direct.testing.KafkaCluster`.
+"""
+
+from __future__ import annotations
+
+import socket
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+
+__all__ = ["broker_answers", "free_port", "metadata_broker_ids", "port_accepts"]
+
+# Quiet, quick probes: no librdkafka connect errors on stderr while the JVM starts, and no
+# reconnect backoff growing to seconds.
+_PROBE_CONFIG = {"log_level": 0, "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 200}
+
+
+def free_port(taken: set[int]) -> int:
+    """A loopback port free now and not handed out before in this cluster."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        if port not in taken:
+            taken.add(port)
+            return port
+
+
+def port_accepts(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def metadata_broker_ids(bootstrap: str, timeout_s: float = 2.0) -> set[int]:
+    """The broker ids a metadata request answers with; empty when nothing answers."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, **_PROBE_CONFIG})
+    try:
+        return set(admin.list_topics(timeout=timeout_s).brokers)
+    except KafkaException:
+        return set()
+
+
+def broker_answers(address: str, node_id: int, timeout_s: float = 2.0) -> bool:
+    """The broker at ``address`` answers metadata and lists itself (it has registered)."""
+    return node_id in metadata_broker_ids(address, timeout_s)
