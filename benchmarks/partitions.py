@@ -125,7 +125,7 @@ class Bench:
         )
         rows, _ = self._agg(df)
         wall = time.time() - t0
-        tasks = task_stats(self.stats_dir, topic, t0, time.time())
+        tasks = {t["task"] for t in task_stats(self.stats_dir, topic, t0, time.time())}
         return {"wall_s": wall, "rows": rows, "tasks": len(tasks)}
 
     def floor(self, rows: int, tasks: int, size: int) -> dict[str, Any]:
@@ -165,7 +165,7 @@ class Bench:
         query.awaitTermination(1800)
         wall = time.time() - t0
         progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
-        tasks = task_stats(self.stats_dir, topic, t0, time.time())
+        tasks = {t["task"] for t in task_stats(self.stats_dir, topic, t0, time.time())}
         return {
             "wall_s": wall,
             "batches": len(progress),

@@ -57,6 +57,11 @@ from kafka_direct.offsets import OffsetRange, TopicPartition
 
 __all__ = ["GroupConsumer", "fetch_ranges", "rounds"]
 
+#: The wait of a read while records are flowing. A read returns once it has ``n`` records or
+#: its wait is over, and ``n`` covers every range of the task; the partitions' records arrive
+#: over several fetch responses, so the full slice would be waited out at almost every read.
+FLOWING_WAIT_S = 0.01
+
 #: ``(slot, last, beyond, eof)``: what one read learned of one range (see ``NativeBatch``).
 News = tuple[int, int, bool, int | None]
 
@@ -198,19 +203,21 @@ def _fetch_round(
     mark = events.mark() if events is not None else 0
     what = f"Consuming {len(slots)} range(s) of a packed task"
     active = [s for s in slots if not s.done]
+    wait = slice_s
     while active:
         n = min(sum(s.rng.until_offset - s.nxt for s in active), batch_size)
         if native is not None:
             bounds = array("q", [v for s in slots for v in (s.nxt, s.rng.until_offset)])
             with kafka_errors(what):
                 got = native.consume_many(
-                    index, bounds.tobytes(), topics, partitions, n, slice_s, include_headers
+                    index, bounds.tobytes(), topics, partitions, n, wait, include_headers
                 )
             if got is not None and got.error is not None:
                 raise translate(KafkaError(*got.error), what)
             taken = None if got is None else (([got.batch] if got.batch else []), got.news)
         else:
-            taken = _take_python(pc, slots, index, n, slice_s, include_headers, what)
+            taken = _take_python(pc, slots, index, n, wait, include_headers, what)
+        wait = slice_s if taken is None else min(slice_s, FLOWING_WAIT_S)
         if taken is None:
             fatal = events.config_error(mark) if events is not None else None
             if fatal is not None:

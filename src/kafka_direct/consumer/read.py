@@ -14,12 +14,13 @@ A packed task's consumer is pooled under the set of its partitions (``PoolKey.as
 with the same rules: never shared while in use, invalidated by a reattempt or a failed read.
 
 Task statistics, for benchmarks: when the environment variable ``KAFKA_DIRECT_STATS_DIR``
-names a directory in the Python workers' environment, every task appends one JSON line to
-``<dir>/tasks-<pid>.jsonl`` when it ends: the range (the first, and how many), rows read,
-start and end wall-clock times, whether it read through the C fast path, and what the
-consumer pool did for it (hits, misses and consumers created). One line per task, never per
-record or batch, so it stays off the hot path; without the variable nothing is recorded.
-``benchmarks/run.py`` uses it for the pool hit rate and per-task timing.
+names a directory in the Python workers' environment, every task appends to
+``<dir>/tasks-<pid>.jsonl`` when it ends one JSON line per range it read: the range, its rows,
+the task's id (``task``), its range count and rows, start and end wall-clock times, whether it
+read through the C fast path, and what the consumer pool did for it (hits, misses and consumers
+created; on the task's first line only). Once per task, never per record, so it stays off the
+hot path (a packed task counts its rows per range once per batch); without the variable nothing
+is recorded. ``benchmarks/run.py`` uses it for the pool hit rate and per-task timing.
 """
 
 from __future__ import annotations
@@ -203,16 +204,16 @@ def _with_stats(
     stats_dir: str,
     read: Callable[[], Iterator[pa.RecordBatch]],
 ) -> Iterator[pa.RecordBatch]:
-    """``read()``, plus one JSON line of task statistics when the task ends."""
+    """``read()``, plus task statistics when the task ends: one JSON line per range."""
     pool = get_pool(_new_consumer)
     before = pool.stats()
     started = time.time()
-    rows = batches = 0
+    per_range = [0] * len(ranges)
+    batches = 0
     outcome = "failed"
-    rng = ranges[0]
     try:
         for batch in read():
-            rows += batch.num_rows
+            _count_rows(ranges, batch, per_range)
             batches += 1
             yield batch
         outcome = "ok"
@@ -221,35 +222,80 @@ def _with_stats(
         raise
     finally:
         after = pool.stats()
-        record = {
+        task = {
             "pid": os.getpid(),
-            "topic": rng.topic,
-            "partition": rng.partition,
-            "from": rng.from_offset,
-            "until": rng.until_offset,
+            "task": f"{os.getpid()}-{started!r}",
             "ranges": len(ranges),
-            "offsets": sum(r.count() for r in ranges),
-            "rows": rows,
+            "task_rows": sum(per_range),
             "batches": batches,
             "start": started,
             "end": time.time(),
             "outcome": outcome,
             "pool_enabled": settings.cache_enabled,
             "fast_path": uses_fast_path(settings),
-            # Deltas of this process's pool counters: a Python worker runs one task at a time.
+        }
+        # Deltas of this process's pool counters (a Python worker runs one task at a time),
+        # on the task's first line only, so that sums over lines count each task once.
+        pool_deltas = {
             "pool_hits": after.hits - before.hits,
             "pool_misses": after.misses - before.misses,
             "pool_creations": after.creations - before.creations,
             "pool_size": after.size,
         }
-        _append_stats(stats_dir, record)
+        lines = []
+        for i, (rng, rows) in enumerate(zip(ranges, per_range, strict=True)):
+            lines.append(
+                {
+                    **task,
+                    "topic": rng.topic,
+                    "partition": rng.partition,
+                    "from": rng.from_offset,
+                    "until": rng.until_offset,
+                    "rows": rows,
+                    **(pool_deltas if i == 0 else dict.fromkeys(pool_deltas, 0)),
+                }
+            )
+        _append_stats(stats_dir, lines)
 
 
-def _append_stats(stats_dir: str, record: dict[str, object]) -> None:
+def _count_rows(ranges: list[OffsetRange], batch: pa.RecordBatch, per_range: list[int]) -> None:
+    """Add ``batch``'s rows to the counts of the ranges they belong to: one group-by per batch;
+    a partition with several ranges in the task (rare) is split by offsets."""
+    if len(ranges) == 1:
+        per_range[0] += batch.num_rows
+        return
+    import pyarrow.compute as pc
+
+    counts = (
+        pa.Table.from_batches([batch.select(["topic", "partition"])])
+        .group_by(["topic", "partition"])
+        .aggregate([([], "count_all")])
+        .to_pylist()
+    )
+    by_tp = {(c["topic"], c["partition"]): c["count_all"] for c in counts}
+    slots: dict[tuple[str, int], list[int]] = {}
+    for i, rng in enumerate(ranges):
+        slots.setdefault((rng.topic, rng.partition), []).append(i)
+    for tp, n in by_tp.items():
+        mine = slots.get(tp, [])
+        if len(mine) == 1:
+            per_range[mine[0]] += n
+            continue
+        on_tp = pc.and_(pc.equal(batch.column(2), tp[0]), pc.equal(batch.column(3), tp[1]))
+        for i in mine:
+            rng = ranges[i]
+            offsets = batch.column(4)
+            inside = pc.and_(
+                pc.greater_equal(offsets, rng.from_offset), pc.less(offsets, rng.until_offset)
+            )
+            per_range[i] += pc.sum(pc.and_(on_tp, inside)).as_py() or 0
+
+
+def _append_stats(stats_dir: str, records: list[dict[str, object]]) -> None:
     path = os.path.join(stats_dir, f"tasks-{os.getpid()}.jsonl")
     try:
-        # One short append per task: O_APPEND keeps concurrent writers' lines whole.
+        # One append per task: O_APPEND keeps concurrent writers' lines whole.
         with open(path, "a", encoding="utf-8") as out:
-            out.write(json.dumps(record, separators=(",", ":")) + "\n")
+            out.write("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records))
     except OSError as exc:
         log.warning("Could not write task statistics to %s: %s", path, exc)
