@@ -300,6 +300,23 @@ def message_indexes(indexes: list[int]) -> bytes:
     return _varint(len(indexes)) + b"".join(_varint(i) for i in indexes)
 
 
+def cached_file(registry: RegistryOptions, schema_id: int) -> Any:
+    """The file descriptor of schema ``schema_id``: fetched and built once per worker."""
+    key = (registry.url, schema_id)
+    with _lock:
+        found = _files_by_id.get(key)
+    if found is None:
+        registered = RegistryClient(registry).schema_by_id(schema_id)
+        if registered.schema_type.upper() != "PROTOBUF":
+            raise WireFormatError(
+                f"Schema id {schema_id} is a {registered.schema_type} schema, not Protobuf."
+            )
+        found = file_descriptor(registered.schema)
+        with _lock:
+            _files_by_id[key] = found
+    return found
+
+
 class ProtobufDecoder:
     """Decodes one column's batches; writer descriptors by id, cached per worker."""
 
@@ -314,19 +331,7 @@ class ProtobufDecoder:
         self.mode = mode
 
     def _file(self, schema_id: int) -> Any:
-        key = (self.registry.url, schema_id)
-        with _lock:
-            found = _files_by_id.get(key)
-        if found is None:
-            registered = RegistryClient(self.registry).schema_by_id(schema_id)
-            if registered.schema_type.upper() != "PROTOBUF":
-                raise WireFormatError(
-                    f"Schema id {schema_id} is a {registered.schema_type} schema, not Protobuf."
-                )
-            found = file_descriptor(registered.schema)
-            with _lock:
-                _files_by_id[key] = found
-        return found
+        return cached_file(self.registry, schema_id)
 
     def decode(self, values: pa.Array) -> pa.Array:
         from google.protobuf import message_factory
@@ -373,8 +378,7 @@ class ProtobufEncoder:
     def encode(self, values: pa.Array) -> pa.Array:
         from google.protobuf import message_factory
 
-        schema = RegistryClient(self.registry).schema_by_id(self.schema_id).schema
-        file = file_descriptor(schema)
+        file = cached_file(self.registry, self.schema_id)
         descriptor = message_descriptor(file, name=self.message_name)
         top = list(file.message_types_by_name.values())
         indexes = [top.index(descriptor)] if descriptor in top else [0]
