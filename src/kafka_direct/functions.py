@@ -41,7 +41,14 @@ from kafka_direct.schema_registry.wire import subject_name
 if TYPE_CHECKING:
     from pyspark.sql import Column
 
-__all__ = ["from_avro", "from_json_schema", "to_avro", "to_json_schema"]
+__all__ = [
+    "from_avro",
+    "from_json_schema",
+    "from_protobuf",
+    "to_avro",
+    "to_json_schema",
+    "to_protobuf",
+]
 
 
 def _require_fastavro(function: str) -> None:
@@ -228,3 +235,93 @@ def _arrow_udf(function: Any, return_type: Any, name: str) -> Any:
     # PySpark reads the UDF's kind from evaluated type hints; postponed ones name a local 'pa'.
     run.__annotations__ = {"values": pa.Array, "return": pa.Array}
     return arrow_udf(run, return_type)
+
+
+def _protobuf_registry(
+    options: Mapping[str, str] | None, function: str
+) -> tuple[str, Any, dict[str, str]]:
+    opts = dict(options or {})
+    subject = opts.pop("schema.registry.subject", None)
+    address = opts.pop("schema.registry.address", None)
+    if not subject or not address:
+        missing = "schema.registry.subject" if not subject else "schema.registry.address"
+        raise ConfigurationError(
+            missing,
+            None,
+            f"both 'schema.registry.subject' and 'schema.registry.address' in {function}'s "
+            "options (a descriptor file without a registry is not supported yet)",
+        )
+    return subject, parse_registry(address, registry_options_of(opts)), opts
+
+
+def from_protobuf(
+    data: Column | str,
+    messageName: str | None = None,
+    descFilePath: str | None = None,
+    options: Mapping[str, str] | None = None,
+) -> Column:
+    """Decode Protobuf records in the Confluent wire format (Databricks' registry form:
+    ``options={"schema.registry.subject": ..., "schema.registry.address": ...}``).
+
+    The result type is the subject's latest schema's message ``messageName`` (default: its
+    first message), mapped as spark-protobuf maps it; each record is decoded with the writer
+    schema and message its header names. Options also: ``mode``, ``schemaVersion``, and the
+    ``confluent.schema.registry.*`` connection options.
+    """
+    if descFilePath is not None:
+        raise ConfigurationError(
+            "descFilePath",
+            descFilePath,
+            "not to be set: only the Schema Registry form is supported",
+        )
+    subject, registry, opts = _protobuf_registry(options, "from_protobuf")
+    read = parse_read_options(opts, "from_protobuf")
+    from kafka_direct.schema_registry.protobuf_codec import (
+        ProtobufDecoder,
+        file_descriptor,
+        message_descriptor,
+    )
+    from kafka_direct.schema_registry.protobuf_codec import to_spark_type as protobuf_type
+
+    found = RegistryClient(registry).subject_version(subject, read.schema_version or "latest")
+    if found.schema_type.upper() != "PROTOBUF":
+        raise ConfigurationError(
+            "schema.registry.subject",
+            subject,
+            f"a subject of Protobuf schemas, not {found.schema_type}",
+        )
+    message = message_descriptor(file_descriptor(found.schema), name=messageName)
+    from pyspark.sql.pandas.types import to_arrow_type
+    from pyspark.sql.types import _parse_datatype_json_value
+
+    spark_type = _parse_datatype_json_value(protobuf_type(message))
+    decoder = ProtobufDecoder(to_arrow_type(spark_type, timezone="UTC"), registry, read.mode)
+    decoded: Column = _arrow_udf(decoder.decode, spark_type, "from_protobuf")(_column(data))
+    return decoded
+
+
+def to_protobuf(
+    data: Column | str,
+    messageName: str | None = None,
+    descFilePath: str | None = None,
+    options: Mapping[str, str] | None = None,
+) -> Column:
+    """Encode a struct column as Protobuf in the Confluent wire format, with the latest schema
+    of ``options["schema.registry.subject"]`` (which must be registered) and its message
+    ``messageName`` (default: the first)."""
+    if descFilePath is not None:
+        raise ConfigurationError(
+            "descFilePath",
+            descFilePath,
+            "not to be set: only the Schema Registry form is supported",
+        )
+    subject, registry, opts = _protobuf_registry(options, "to_protobuf")
+    parse_write_options(opts, "to_protobuf")
+    from pyspark.sql.types import BinaryType
+
+    from kafka_direct.schema_registry.protobuf_codec import ProtobufEncoder
+
+    found = RegistryClient(registry).subject_version(subject, "latest")
+    encoder = ProtobufEncoder(registry, found.schema_id, messageName)
+    encoded: Column = _arrow_udf(encoder.encode, BinaryType(), "to_protobuf")(_column(data))
+    return encoded

@@ -13,8 +13,11 @@ record.
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import io
 import threading
+import uuid
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -55,10 +58,6 @@ def _type_name(schema: Any) -> str:
 
 def _matches(schema: Any, value: Any) -> bool:
     """Whether a decoded Python value came from this union branch (fastavro does not say)."""
-    import datetime
-    import decimal
-    import uuid
-
     logical = schema.get("logicalType") if isinstance(schema, dict) else None
     kind = _type_name(schema)
     if logical == "decimal":

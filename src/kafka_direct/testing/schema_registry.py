@@ -206,7 +206,6 @@ class SchemaRegistry:
             f"-Dquarkus.management.port={_free_port(self.host)}",
             "-Dquarkus.log.level=WARN",
             "-Dquarkus.http.access-log.enabled=false",
-            "-Dapicurio.ccompat.max-subjects=100000",
             "-jar",
             str(home / "quarkus-run.jar"),
         ]
