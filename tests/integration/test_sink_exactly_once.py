@@ -307,7 +307,7 @@ def test_a_stream_writes_each_record_once_through_five_driver_sigkills(
     bootstrap: str, tmp_path: Path, fail_first: bool
 ) -> None:
     source, out = _topics(bootstrap, 2, 2)
-    values = [f"r{i:05d}".encode() for i in range(3000)]
+    values = [f"r{i:05d}".encode() for i in range(1600)]
     _produce(bootstrap, source, values, 2)
     checkpoint, log = tmp_path / "ck", tmp_path / "driver.log"
     args = ["stream", bootstrap, source, out, str(checkpoint), "1" if fail_first else "0"]
