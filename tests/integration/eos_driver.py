@@ -11,9 +11,10 @@ IN_TOPIC to OUT_TOPIC in one exactly-once ``df.write`` over four tasks, then exi
 
 Between the two, a ``mapInArrow`` hands the sink one Arrow batch of at most 25 rows at a time and
 sleeps a little per batch, so tasks spend most of their time writing (where a kill should land).
-With FAIL_FIRST=1 every task's first attempt raises after the sink has produced its first batch
-into the open transaction: Spark retries it, and the aborted records stay in the log for
-read_uncommitted readers.
+With FAIL_FIRST=1 every task's first attempt raises two seconds after handing the sink its first
+batch: usually the sink has opened its transaction and produced it by then (it is aborted, and
+stays in the log for read_uncommitted readers), else the attempt fails before the sink began.
+Spark retries the task either way.
 """
 
 from __future__ import annotations
@@ -40,7 +41,10 @@ def _slow_and_failing(fail_first: bool):  # type: ignore[no-untyped-def]
             for start in range(0, batch.num_rows, 25):
                 piece = batch.slice(start, 25)
                 if fail_first and first_attempt and handed:
-                    time.sleep(0.5)  # the first piece is on the broker, in the open transaction
+                    # Time for the sink's Python worker to start and take the first piece into
+                    # its transaction (under load it may not have, and then the attempt fails
+                    # before the sink began: a retry either way).
+                    time.sleep(2.0)
                     raise RuntimeError("injected failure of a task's first attempt")
                 time.sleep(0.05)
                 handed += 1

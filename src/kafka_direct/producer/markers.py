@@ -201,9 +201,13 @@ def check_prefix(prefix: str) -> str:
 def prefix_from_checkpoint(location: str) -> str:
     """A stream's default prefix: stable across restarts of the query from ``location``, and
     different for every other checkpoint. A relative local path is made absolute first, as
-    Spark resolves it; the driver's working directory must then stay the same."""
+    Spark resolves it (the driver's working directory must then stay the same), and a
+    ``file:`` URL is taken as its path."""
     location = location.strip()
     parsed = urlparse(location)
+    if parsed.scheme == "file":  # file:/x, file:///x and /x are one checkpoint
+        location = parsed.path
+        parsed = urlparse(location)
     if not parsed.scheme or len(parsed.scheme) == 1:  # a local path (or a Windows drive)
         location = os.path.abspath(location)
     location = location.rstrip("/") or "/"

@@ -32,6 +32,7 @@ from __future__ import annotations
 import itertools
 import logging
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
@@ -127,18 +128,18 @@ class TransactionalProducer(PythonBatchProducer):
             log.debug("Aborting the transaction of '%s' failed: %r", self.transactional_id, exc)
 
 
+_FENCED_CODES = {"_FENCED", "PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH"}
+_TOOK_OVER = (
+    ": a newer attempt of this task (or a newer run of the query) took over the transactional "
+    "id, so this attempt's transaction is aborted and the newer one writes"
+)
+
+
 def _txn_error(exc: KafkaException, what: str, txn_id: str) -> KafkaClientError:
     kerr = exc.args[0] if exc.args else None
     context = f"The exactly-once write (transactional id '{txn_id}') failed while {what}"
-    if isinstance(kerr, KafkaError) and kerr.code() in (
-        KafkaError._FENCED,
-        KafkaError.PRODUCER_FENCED,
-        KafkaError.INVALID_PRODUCER_EPOCH,
-    ):
-        context += (
-            ": a newer attempt of this task (or a newer run of the query) took over the "
-            "transactional id, so this attempt's transaction is aborted and the newer one writes"
-        )
+    if isinstance(kerr, KafkaError) and kerr.name() in _FENCED_CODES:
+        context += _TOOK_OVER
     elif isinstance(kerr, KafkaError) and kerr.code() == KafkaError.INVALID_TRANSACTION_TIMEOUT:
         context += (
             ": the brokers refuse 'kafka.transaction.timeout.ms' (it must not exceed their "
@@ -241,6 +242,13 @@ def write_transaction(
         done = Marker(records, task.batch_id, task.write_id, attempt)
         producer.send_marker(done, txn.marker_topic, consumer.consumer_group_metadata(), timeout_s)
         producer.commit_transaction(timeout_s)
+    except KafkaClientError as exc:
+        producer.abort_transaction(min(timeout_s, 10.0))
+        if exc.code in _FENCED_CODES and _TOOK_OVER not in str(exc):
+            raise KafkaClientError(
+                f"{exc} (transactional id '{txn_id}'){_TOOK_OVER}", code=exc.code
+            ) from None
+        raise
     except BaseException:
         producer.abort_transaction(min(timeout_s, 10.0))
         raise
@@ -294,4 +302,7 @@ def probe_transactions(config: Mapping[str, str], prefix: str, timeout_s: float)
     finally:
         close = getattr(producer, "close", None)
         if close is not None:
-            close()
+            with warnings.catch_warnings():
+                # After a failed init, confluent-kafka warns that it cannot abort: nothing began.
+                warnings.simplefilter("ignore", RuntimeWarning)
+                close()

@@ -122,6 +122,11 @@ def test_ids_and_prefixes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     assert a == prefix_from_checkpoint("/data/ck/q1/") == prefix_from_checkpoint(" /data/ck/q1")
     assert a != prefix_from_checkpoint("/data/ck/q2")
     assert a.startswith("kafka-direct-") and check_prefix(a) == a
+    assert (
+        a
+        == prefix_from_checkpoint("file:/data/ck/q1")
+        == prefix_from_checkpoint("file:///data/ck/q1")
+    )
     remote = prefix_from_checkpoint("s3a://bucket/ck/q1")
     assert remote != prefix_from_checkpoint("s3a://bucket/ck/q2")
     monkeypatch.chdir(tmp_path)
