@@ -38,6 +38,7 @@ __all__ = [
     "SparkConnectorError",
     "connector_version",
     "installed_spark_version",
+    "newest_release_below",
     "spark_kafka_conf",
     "spark_kafka_jars",
 ]
@@ -127,17 +128,24 @@ def _newest_release_below(version: str) -> str:
         raise SparkConnectorError(
             f"Could not list the versions of {artifact} at {url}: {exc}"
         ) from exc
+    return newest_release_below(metadata, version)
+
+
+def newest_release_below(maven_metadata: str, version: str) -> str:
+    """From a ``maven-metadata.xml``: the newest release (no ``-preview``) of ``version``'s major
+    version, below ``version``."""
     wanted = _version_key(version)
     releases = [
         v
-        for v in re.findall(r"<version>([^<]+)</version>", metadata)
+        for v in re.findall(r"<version>([^<]+)</version>", maven_metadata)
         if re.fullmatch(r"\d+\.\d+\.\d+", v)
         and _version_key(v)[0] == wanted[0]
         and _version_key(v) < wanted
     ]
     if not releases:
         raise SparkConnectorError(
-            f"Maven Central has no {artifact} release of major version {wanted[0]} up to {version}"
+            f"Maven Central has no {CONNECTOR[1]} release of major version {wanted[0]} "
+            f"below {version}"
         )
     return str(max(releases, key=_version_key))
 

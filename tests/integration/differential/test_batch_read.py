@@ -270,3 +270,23 @@ def test_deleted_records_with_fail_on_data_loss_false(spark: Any, kafka_bootstra
         (1, o) for o in range(2, 5)
     ]
     assert_same_rows(both)
+
+
+#: kafka.* keys only kafka_direct refuses (docs/deviations.md says why): the JVM passes them to
+#: the Java consumer, which ignores the serializers and does not know the librdkafka key.
+ONLY_OURS_REFUSE: dict[str, Case] = {
+    "kafka.key.serializer on a source": lambda t: {"subscribe": t.a, "kafka.key.serializer": "x"},
+    "kafka.enable.partition.eof": lambda t: {
+        "subscribe": t.a,
+        "kafka.enable.partition.eof": "true",
+    },
+}
+
+
+@pytest.mark.parametrize("case", list(ONLY_OURS_REFUSE))
+def test_only_kafka_direct_refuses(
+    case: str, spark: Any, kafka_bootstrap: str, topics: Topics
+) -> None:
+    options = ONLY_OURS_REFUSE[case](topics)
+    assert _outcome(spark, kafka_bootstrap, "kafka", options) is None
+    assert _outcome(spark, kafka_bootstrap, "kafka_direct", options) is not None

@@ -9,6 +9,7 @@ from kafka_direct.testing.spark_connector import (
     _artifact,
     _version_key,
     connector_version,
+    newest_release_below,
     spark_kafka_conf,
 )
 
@@ -49,3 +50,22 @@ def test_connector_version_is_read_from_the_jar_names() -> None:
     }
     with pytest.raises(SparkConnectorError, match=r"No spark-sql-kafka-0-10_2\.13 jar"):
         connector_version(jars[:1])
+
+
+METADATA = "".join(
+    f"<version>{v}</version>"
+    for v in ["3.5.9", "4.0.0", "4.1.3", "4.2.0-preview5", "4.2.0", "4.10.1", "5.0.0"]
+)
+
+
+@pytest.mark.parametrize(
+    ("installed", "taken"),
+    [("4.3.0", "4.2.0"), ("4.2.1", "4.2.0"), ("4.2.0", "4.1.3"), ("4.11.0", "4.10.1")],
+)
+def test_the_newest_release_below_the_installed_version(installed: str, taken: str) -> None:
+    assert newest_release_below(METADATA, installed) == taken
+
+
+def test_no_release_of_the_major_version_is_an_error() -> None:
+    with pytest.raises(SparkConnectorError, match="no spark-sql-kafka"):
+        newest_release_below(METADATA, "3.0.0")
