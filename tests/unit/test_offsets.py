@@ -114,10 +114,10 @@ def test_offsets_to_json_values_are_plain_ints() -> None:
 )
 def test_offsets_from_json_refuses(obj: Any, hint: str) -> None:
     with pytest.raises(ConfigurationError) as info:
-        offsets_from_json(obj, "my.option")
+        offsets_from_json(obj, "myOption")
     message = str(info.value)
-    assert info.value.option == "my.option"
-    assert message.startswith("Invalid option 'my.option': got ")
+    assert info.value.option == "myOption"
+    assert message.startswith("Invalid option 'myOption': got ")
     assert repr(obj) in message
     assert hint in message
     assert 'e.g. {"t": {"0": 42}}' in message
