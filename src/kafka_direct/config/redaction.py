@@ -186,11 +186,18 @@ def is_secret(key: str) -> bool:
     return False
 
 
+#: Dotted option namespaces that are not Kafka client settings: the Schema Registry client's
+#: (its secrets are caught by :func:`is_secret`) and Spark's own configuration.
+_NOT_KAFKA_PREFIXES = ("confluent.schema.registry.", "schema.registry.", "spark.")
+
+
 def kafka_key(key: str) -> bool:
     """Whether ``key`` names a Kafka client setting: ``kafka.``-prefixed (source, sink), or a
-    lowercase dotted name as in ``kafkaParams``."""
+    lowercase dotted name as in ``kafkaParams`` outside the namespaces of other clients."""
     low = key.strip()
-    return low.lower().startswith("kafka.") or _KAFKA_LIKE.match(low) is not None
+    if low.lower().startswith("kafka."):
+        return True
+    return _KAFKA_LIKE.match(low) is not None and not low.startswith(_NOT_KAFKA_PREFIXES)
 
 
 def may_show(key: str) -> bool:

@@ -202,6 +202,11 @@ def test_an_unknown_kafka_key_never_shows_its_value() -> None:
         ("kafka.my.secrt", "pw", False),
         ("kafka.some.new.setting", "v", False),
         ("some.new.setting", "v", False),
+        # other clients' namespaces are not Kafka keys; their secrets are still secrets
+        ("confluent.schema.registry.ssl.ca.location", "/ca.pem", True),
+        ("confluent.schema.registry.basic.auth.user.info", "bob:pw", False),
+        ("confluent.schema.registry.bearer.auth.token", "tok", False),
+        ("spark.sql.shuffle.partitions", "4", True),
     ],
 )
 def test_may_show(option: str, value: str, visible: bool) -> None:
