@@ -71,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     from confluent_kafka import Consumer, Producer
     from confluent_kafka import TopicPartition as CkTopicPartition
 
-    from kafka_direct.testing.broker import bootstrap_or_embedded, create_topic
+    from kafka_direct.testing.broker import create_topic
+    from kafka_direct.testing.demo import bootstrap_or_embedded
     from kafka_direct.testing.local import local_spark
 
     with contextlib.ExitStack() as stack:

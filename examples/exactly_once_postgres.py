@@ -21,7 +21,8 @@ from typing import Any
 from pyspark.sql import functions as F
 
 from kafka_direct.stores import SqlOffsetStore, exactly_once_foreach_batch, starting_offsets_json
-from kafka_direct.testing.broker import bootstrap_or_embedded, create_topic
+from kafka_direct.testing.broker import create_topic
+from kafka_direct.testing.demo import bootstrap_or_embedded
 from kafka_direct.testing.local import local_spark
 
 GROUP = "exactly-once-wordcount"

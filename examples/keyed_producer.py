@@ -15,7 +15,8 @@ from collections import defaultdict
 
 from confluent_kafka import Producer
 
-from kafka_direct.testing.broker import bootstrap_or_embedded, create_topic
+from kafka_direct.testing.broker import create_topic
+from kafka_direct.testing.demo import bootstrap_or_embedded
 
 
 def produce_keyed(bootstrap: str, topic: str, events: int, items: int = 5) -> dict[str, set[int]]:

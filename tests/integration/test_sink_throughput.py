@@ -44,7 +44,8 @@ from kafka_direct.config.sink import parse_sink_options
 from kafka_direct.producer.columns import plan_columns
 from kafka_direct.producer.pool import ProducerPool
 from kafka_direct.producer.write import WriteSettings, new_producer, write_batches
-from kafka_direct.testing.broker import bootstrap_or_embedded, create_topic
+from kafka_direct.testing.broker import create_topic
+from kafka_direct.testing.demo import bootstrap_or_embedded
 
 BATCH_ROWS = 10_000  # Spark's default spark.sql.execution.arrow.maxRecordsPerBatch
 

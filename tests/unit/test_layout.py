@@ -148,10 +148,8 @@ def test_every_module_names_its_process(name: str) -> None:
 @pytest.mark.parametrize(
     ("path", "names"),
     [
-        (
-            "kafka_direct.testing.broker",
-            ["EmbeddedBroker", "create_topic", "bootstrap_or_embedded"],
-        ),
+        ("kafka_direct.testing.broker", ["EmbeddedBroker", "create_topic"]),
+        ("kafka_direct.testing.demo", ["bootstrap_or_embedded", "describe"]),
         ("kafka_direct.testing.local", ["local_spark"]),
         ("kafka_direct.source.listener", ["LagListener", "LagReport"]),
         ("kafka_direct.consumer.native", ["status", "available"]),

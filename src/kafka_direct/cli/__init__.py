@@ -3,7 +3,7 @@ driver).
 
 Subcommands (listed for users in the parser's epilog, :data:`EPILOG`):
   wordcount   the main job: a streaming word count on the embedded broker (or --bootstrap-servers)
-  broker      run the embedded broker in the foreground
+  broker      run the embedded broker (Apache Kafka, or Tansu) in the foreground
   produce     produce sample records, with a progress bar (:mod:`kafka_direct.cli.produce`)
   lag         consumer-group lag per partition, once or --watch (:mod:`kafka_direct.cli.lag`)
   offsets     show or reset a group's stored offsets (:mod:`kafka_direct.cli.offsets`)
@@ -25,12 +25,23 @@ import threading
 from collections.abc import Sequence
 
 from kafka_direct.cli.common import CLIENT_EVENTS_LOG, CLIENT_LOG, EXIT_INTERRUPTED
-from kafka_direct.errors import KafkaDirectError
+from kafka_direct.errors import ConfigurationError, KafkaDirectError
 
 __all__ = ["main"]
 
 
 def _broker(args: argparse.Namespace) -> int:
+    if args.broker == "kafka":
+        if args.port or args.host != "127.0.0.1":
+            raise ConfigurationError(
+                "--port/--host",
+                f"{args.host}:{args.port}",
+                "no address with --broker kafka (its nodes take free ports on 127.0.0.1)",
+                "Drop --port and --host, or use --broker tansu.",
+            )
+        from kafka_direct.testing import kafka_cluster
+
+        return kafka_cluster.main(["--brokers", "1"])
     from kafka_direct.testing import broker
 
     argv = ["--host", args.host] + (["--port", str(args.port)] if args.port else [])
@@ -44,7 +55,7 @@ DESCRIPTION = (
 EPILOG = """\
 commands:
   wordcount  run the streaming word count (the README's main job) on the embedded broker
-  broker     run the embedded Kafka-compatible broker (Tansu) in the foreground
+  broker     run the embedded broker (Apache Kafka, or --broker tansu) in the foreground
   produce    produce sample records to a topic, checking that every record is delivered
   lag        show a consumer group's lag per partition, once or every --watch seconds
   offsets    show or reset a group's stored offsets (Kafka group or SQL store)
@@ -85,9 +96,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_wordcount_subcommand(sub)
     br = sub.add_parser(
         "broker",
-        description="Run the embedded Kafka-compatible broker (Tansu) in the foreground, in "
-        "memory, until Ctrl-C. Prints KAFKA_BOOTSTRAP_SERVERS=host:port when it is ready.",
+        description="Run the embedded broker in the foreground until Ctrl-C: one Apache Kafka "
+        "node (its jars fetched on the first run), or the in-memory Tansu broker. Prints "
+        "KAFKA_BOOTSTRAP_SERVERS=host:port when it is ready.",
     )
+    br.add_argument("--broker", choices=("kafka", "tansu"), default="kafka")
     br.add_argument("--host", default="127.0.0.1")
     br.add_argument("--port", type=int, default=0, help="port (default: a free one)")
     br.set_defaults(func=_broker)

@@ -24,6 +24,7 @@ from typing import Any
 
 from confluent_kafka import Producer
 
+from kafka_direct.testing.demo import DEMO_BROKERS
 from kafka_direct.testing.samples import WORDS
 
 __all__ = ["WordCountResult", "add_wordcount_subcommand", "run_wordcount"]
@@ -48,6 +49,7 @@ def _produce(
     partitions: int,
     sent: Counter[str],
     done: threading.Event,
+    lone_last_record: bool,
 ) -> None:
     rng = random.Random(42)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": "20"})
@@ -62,11 +64,13 @@ def _produce(
         producer.poll(0)
         time.sleep(0.1)
     producer.flush(30)
-    # One final record per partition, alone in its batch: some brokers (the embedded Tansu)
-    # report the log end as the start of the last batch, which would hide its tail.
-    for p in range(partitions):
-        producer.produce(topic, value=b"", partition=p)
-        producer.flush(30)
+    if lone_last_record:
+        # One final record per partition, alone in its batch: the embedded Tansu broker reports
+        # the log end as the start of the last batch, which would hide its tail. Real Kafka
+        # needs none of this.
+        for p in range(partitions):
+            producer.produce(topic, value=b"", partition=p)
+            producer.flush(30)
     done.set()
 
 
@@ -78,8 +82,13 @@ def run_wordcount(
     partitions: int = 2,
     trigger: str = "2 seconds",
     out: Callable[[str], Any] = sys.stdout.write,
+    lone_last_record: bool = False,
 ) -> WordCountResult:
-    """Produce for ``seconds`` and count words per micro-batch until everything is counted."""
+    """Produce for ``seconds`` and count words per micro-batch until everything is counted.
+
+    ``lone_last_record`` ends each partition with a record alone in its batch, which the
+    embedded Tansu broker needs to report the true log end.
+    """
     from pyspark.sql import functions as F
 
     from kafka_direct.testing.broker import create_topic
@@ -92,7 +101,7 @@ def run_wordcount(
     done = threading.Event()
     producer = threading.Thread(
         target=_produce,
-        args=(bootstrap, topic, seconds, rate, partitions, result.produced, done),
+        args=(bootstrap, topic, seconds, rate, partitions, result.produced, done, lone_last_record),
         daemon=True,
     )
 
@@ -144,13 +153,18 @@ def _wait_until_counted(
 
 
 def _wordcount(args: argparse.Namespace) -> int:
-    from kafka_direct.testing.broker import bootstrap_or_embedded
+    from kafka_direct.testing.demo import bootstrap_or_embedded, describe
 
     if not args.bootstrap_servers:
-        sys.stdout.write("Starting the embedded Kafka broker (Tansu)...\n")
-    with bootstrap_or_embedded(args.bootstrap_servers) as bootstrap:
+        sys.stdout.write(f"Starting {describe(args.broker)}...\n")
+        sys.stdout.flush()
+    with bootstrap_or_embedded(args.bootstrap_servers, args.broker) as bootstrap:
         result = run_wordcount(
-            bootstrap, seconds=args.seconds, rate=args.rate, partitions=args.partitions
+            bootstrap,
+            seconds=args.seconds,
+            rate=args.rate,
+            partitions=args.partitions,
+            lone_last_record=not args.bootstrap_servers and args.broker == "tansu",
         )
     total = sum(result.produced.values())
     if result.exact:
@@ -172,6 +186,13 @@ def add_wordcount_subcommand(sub: Any) -> None:
         "words, count them with the kafka_direct source, and check every count.",
     )
     wc.add_argument("--bootstrap-servers", help="use this cluster instead of the embedded broker")
+    wc.add_argument(
+        "--broker",
+        choices=DEMO_BROKERS,
+        default="kafka",
+        help="the embedded broker to start: real Apache Kafka (default; its jars are fetched on "
+        "the first run) or Tansu (instant start; its log end lags by a record batch)",
+    )
     wc.add_argument("--seconds", type=float, default=20.0, help="how long to produce (20)")
     wc.add_argument("--rate", type=int, default=200, help="lines per second to produce (200)")
     wc.add_argument("--partitions", type=int, default=2, help="partitions of the topic (2)")

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import collections.abc
 import contextlib
 import logging
 import os
@@ -38,7 +37,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 
 from kafka_direct.errors import EmbeddedBrokerError, KafkaClientError
 
-__all__ = ["EmbeddedBroker", "bootstrap_or_embedded", "create_topic", "delete_topic", "main"]
+__all__ = ["EmbeddedBroker", "create_topic", "delete_topic", "main"]
 
 logger = logging.getLogger(__name__)
 
@@ -318,19 +317,6 @@ def _client_error(action: str, exc: KafkaException) -> KafkaClientError:
             retriable=bool(error.retriable()),
         )
     return KafkaClientError(f"{action}: {exc}")
-
-
-@contextlib.contextmanager
-def bootstrap_or_embedded(bootstrap_servers: str | None) -> collections.abc.Iterator[str]:
-    """``bootstrap_servers`` if given, else an embedded broker for the duration of the block.
-
-    What the examples use for their ``--bootstrap-servers`` flag.
-    """
-    if bootstrap_servers:
-        yield bootstrap_servers
-        return
-    with EmbeddedBroker() as broker:
-        yield broker.bootstrap_servers
 
 
 def create_topic(
