@@ -57,9 +57,11 @@ from kafka_direct.offsets import OffsetRange, TopicPartition
 
 __all__ = ["GroupConsumer", "fetch_ranges", "rounds"]
 
-#: The wait of a read while records are flowing. A read returns once it has ``n`` records or
-#: its wait is over, and ``n`` covers every range of the task; the partitions' records arrive
-#: over several fetch responses, so the full slice would be waited out at almost every read.
+#: The wait of a Python-path read while records are flowing. confluent-kafka's ``consume(n)``
+#: returns once it has ``n`` records or its wait is over, and ``n`` covers every range of the
+#: task; the partitions' records arrive over several fetch responses, so the full slice would
+#: be waited out at almost every read. (The C loop returns at the first EOF or error event, and
+#: otherwise fills its batch: larger batches cost Spark less.)
 FLOWING_WAIT_S = 0.01
 
 #: ``(slot, last, beyond, eof)``: what one read learned of one range (see ``NativeBatch``).
@@ -210,7 +212,7 @@ def _fetch_round(
             bounds = array("q", [v for s in slots for v in (s.nxt, s.rng.until_offset)])
             with kafka_errors(what):
                 got = native.consume_many(
-                    index, bounds.tobytes(), topics, partitions, n, wait, include_headers
+                    index, bounds.tobytes(), topics, partitions, n, slice_s, include_headers
                 )
             if got is not None and got.error is not None:
                 raise translate(KafkaError(*got.error), what)

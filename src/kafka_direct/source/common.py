@@ -93,9 +93,10 @@ def input_partitions(
 
 def packing_settings(opts: SourceOptions) -> PackingSettings:
     """Packing as the options ask. How many tasks run at once is ``minPartitions`` when set,
-    else this machine's cores: a Python data source cannot ask Spark for its default
-    parallelism, and on a local session (and the driver of most clusters' executors' shape)
-    the cores are it. ``minPartitions`` also sets the fewest tasks."""
+    else the cores of the machine that plans (the driver): a Python data source cannot ask
+    Spark for its default parallelism, and on a local session the driver's cores are it. On a
+    cluster with more executor cores, ``minPartitions`` says how many (it also sets the fewest
+    tasks)."""
     return PackingSettings(
         max_records_per_task=opts.max_records_per_task,
         parallelism=opts.min_partitions or os.cpu_count() or 1,
