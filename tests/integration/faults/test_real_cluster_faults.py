@@ -369,6 +369,61 @@ def test_sink_writes_every_row_exactly_once_through(
     assert values == expected
 
 
+@pytest.mark.parametrize("kind", FAULTS)
+def test_stream_sink_copies_every_record_once_through(
+    kind: str, spark: Any, healthy: KafkaCluster, queries: Any, tmp_path: Path
+) -> None:
+    """``writeStream`` to Kafka: a topic copied by a kafka_direct stream into another while the
+    fault hits the cluster (for the leader faults, a leader of the target topic)."""
+    bootstrap = healthy.bootstrap_servers
+    source = create_topic(bootstrap, f"copy-from-{kind}")
+    target = create_topic(bootstrap, f"copy-to-{kind}")
+    log = Steps()
+    producer = KnownProducer(bootstrap, source)
+    producer.send_all(range(PARTITIONS), 20)
+    first = len(producer.flush())
+    df = (
+        spark.readStream.format("kafka_direct")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", source)
+        .option("startingOffsets", "earliest")
+        .options(**SHORT_LIVED_POOL)
+        .load()
+        .select("key", "value")
+    )
+    query = queries(
+        df.writeStream.format("kafka_direct")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", target)
+        .option("kafka.acks", "all")
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(processingTime="500 milliseconds")
+        .start()
+    )
+
+    def copied_at_least(count: int) -> Callable[[], bool]:
+        def check() -> bool:
+            assert query.exception() is None, query.exception()
+            return _high_watermarks(bootstrap, target) >= count
+
+        return check
+
+    wait_until(copied_at_least(first), WAIT_S, "the records before the fault")
+    with Feeder(producer, range(PARTITIONS)) as feeder:
+        time.sleep(0.5)
+        make_fault(kind, healthy, target, log)()
+        time.sleep(0.5)
+    feeder.stop()
+    produced = producer.flush()
+    wait_until(copied_at_least(len(produced)), WAIT_S, "every record copied")
+    time.sleep(1.0)  # a duplicate would land now
+    assert query.isActive and query.exception() is None
+    query.stop()
+    assert len(produced) > first, "records must arrive during the fault"
+    copied = sorted(value for _, _, value, _ in read_topic(bootstrap, target, len(produced), 2.0))
+    assert copied == sorted(r.value for r in produced)
+
+
 def _spark_jobs(spark: Any) -> str:
     tracker = spark.sparkContext.statusTracker()
     jobs = [tracker.getJobInfo(j) for j in tracker.getActiveJobsIds()]
