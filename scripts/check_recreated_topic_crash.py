@@ -1,7 +1,9 @@
 """Does this confluent-kafka's librdkafka still crash when a topic is deleted and recreated under
-an assigned consumer, on the embedded broker? (README, "Known limits".)
+an assigned consumer? (README, "Known limits".)
 
-    python scripts/check_recreated_topic_crash.py
+    python scripts/check_recreated_topic_crash.py [--broker tansu|kafka]
+
+``tansu`` (the default) is the embedded broker, ``kafka`` real Apache Kafka (KafkaCluster).
 
 A plain confluent-kafka consumer, no kafka_direct code in the read: it reads a topic, the topic is
 deleted and recreated, and the consumer keeps polling for 10 s in a child process. Exit status 0
@@ -12,6 +14,8 @@ leader tags). Run it after upgrading confluent-kafka to see whether the limit st
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import signal
 import subprocess
 import sys
@@ -20,6 +24,7 @@ import textwrap
 from confluent_kafka import Producer
 
 from kafka_direct.testing.broker import EmbeddedBroker, create_topic, delete_topic
+from kafka_direct.testing.kafka_cluster import KafkaCluster
 
 CHILD = textwrap.dedent(
     """
@@ -44,9 +49,15 @@ CHILD = textwrap.dedent(
 def main() -> int:
     import confluent_kafka
 
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--broker", choices=["tansu", "kafka"], default="tansu")
+    which = parser.parse_args().broker
     topic = "recreated"
-    with EmbeddedBroker() as broker:
-        bootstrap = broker.bootstrap_servers
+    broker: contextlib.AbstractContextManager = (
+        KafkaCluster() if which == "kafka" else EmbeddedBroker()
+    )
+    with broker as running:
+        bootstrap = running.bootstrap_servers
         create_topic(bootstrap, topic, partitions=1)
         producer = Producer({"bootstrap.servers": bootstrap, "log_level": 0})
         for i in range(10):
@@ -71,6 +82,7 @@ def main() -> int:
         del producer  # before the broker stops: no disconnect lines
     version = (
         f"confluent-kafka {confluent_kafka.version()}, librdkafka {confluent_kafka.libversion()[0]}"
+        f", broker {which}"
     )
     if code == 0:
         sys.stdout.write(f"{version}: the consumer survived the recreated topic\n")

@@ -1,17 +1,28 @@
 #!/usr/bin/env bash
 # Set up (scripts/setup.sh) and run the whole test suite: unit tests, then integration tests
-# against the embedded broker (or KAFKA_BOOTSTRAP_SERVERS) and a local Spark. Extra arguments go
-# to pytest, e.g. scripts/test.sh tests/unit -k options
+# against real Apache Kafka (KafkaCluster; or KAFKA_BOOTSTRAP_SERVERS, or
+# KAFKA_DIRECT_TEST_BROKER=tansu), PostgreSQL, MariaDB and a local Spark, then the Tansu smoke
+# set on the embedded broker. Extra arguments go to pytest, e.g. scripts/test.sh tests/unit -k options
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 KAFKA_DIRECT_SETUP_STRICT=1 . "$ROOT/scripts/setup.sh"
 cd "$ROOT"
 ruff check .
 mypy
+# The database servers of the store tests (installed from Debian's packages when absent).
+bash "$ROOT/scripts/services.sh"
+# Apache Kafka's jars: fetched once into ~/.cache/kafka_direct/jars (Ivy from PySpark), so the
+# pytest workers do not race to fetch them; a no-op once cached.
+if [ -z "${KAFKA_BOOTSTRAP_SERVERS:-}" ] && [ "${KAFKA_DIRECT_TEST_BROKER:-kafka}" = "kafka" ]; then
+  start=$SECONDS
+  python -W "ignore::RuntimeWarning:runpy" -m kafka_direct.testing.kafka_cluster --fetch-only
+  echo "[test] Kafka jars ready in $((SECONDS - start)) s"
+fi
 # The suite mostly waits on brokers, triggers and subprocesses, so two pytest workers share the
-# 2 cores well (--dist loadfile keeps a file's module fixtures in one process). Tests marked
-# "serial" (timing-sensitive or CPU-heavy: the fault suite, the receiver streams) then run
-# alone. KAFKA_DIRECT_TEST_WORKERS=0 runs the first part in this process too.
+# 2 cores well (--dist loadfile keeps a file's module fixtures in one process). Each worker
+# starts one Kafka node for its session; tests make their own topics. Tests marked "serial"
+# (timing-sensitive or CPU-heavy: the fault suite, the receiver streams) then run alone.
+# KAFKA_DIRECT_TEST_WORKERS=0 runs the first part in this process too.
 workers="${KAFKA_DIRECT_TEST_WORKERS:-2}"
 status=0
 python -m pytest -n "$workers" --dist loadfile -m "not serial" "$@" || status=$?
@@ -20,4 +31,11 @@ python -m pytest -m serial "$@" || serial=$?
 # 5: no test selected (e.g. scripts/test.sh tests/unit), which is not a failure of this part.
 if [ "$serial" -ne 0 ] && [ "$serial" -ne 5 ]; then status=$serial; fi
 if [ "$status" -eq 5 ] && [ "$serial" -eq 0 ]; then status=0; fi
+# The embedded Tansu broker is the demo's broker: a smoke set (read, stream, sink, restart)
+# keeps the library working on it. Only in a full run (no pytest arguments given).
+if [ "$#" -eq 0 ] && [ -z "${KAFKA_BOOTSTRAP_SERVERS:-}" ]; then
+  smoke=0
+  KAFKA_DIRECT_TEST_BROKER=tansu python -m pytest -m tansu_smoke tests/integration || smoke=$?
+  if [ "$smoke" -ne 0 ]; then status=$smoke; fi
+fi
 exit "$status"

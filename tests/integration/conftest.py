@@ -1,7 +1,9 @@
-"""Integration fixtures: a real Kafka-protocol broker and a real local Spark.
+"""Integration fixtures: a real Kafka broker and a real local Spark.
 
-The broker is `KAFKA_BOOTSTRAP_SERVERS` when set, otherwise the embedded Tansu broker. If it
-cannot start, every test here errors: nothing is skipped.
+The broker is `KAFKA_BOOTSTRAP_SERVERS` when set. Otherwise `KAFKA_DIRECT_TEST_BROKER` chooses:
+`kafka` (the default) starts real Apache Kafka (`KafkaCluster`, one node per pytest process; each
+test makes its own topics), `tansu` the embedded Tansu broker, on which CI runs only the tests
+marked `tansu_smoke`. If the broker cannot start, every test here errors: nothing is skipped.
 """
 
 from __future__ import annotations
@@ -14,22 +16,32 @@ from typing import Any
 import pytest
 
 from kafka_direct.testing.broker import EmbeddedBroker
-from tests.integration.kafka_helpers import create_topic, new_topic_name
+from kafka_direct.testing.kafka_cluster import KafkaCluster
+from tests.integration.kafka_helpers import broker_kind, create_topic, new_topic_name
 
 
 @pytest.fixture(scope="session")
 def kafka_bootstrap() -> Iterator[str]:
-    external = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-    if external:
-        yield external
+    kind = broker_kind()
+    if kind == "external":
+        yield os.environ["KAFKA_BOOTSTRAP_SERVERS"]
         return
-    broker = EmbeddedBroker()
+    if kind == "tansu":
+        broker = EmbeddedBroker()
+        try:
+            broker.start()
+        except Exception as exc:  # noqa: BLE001 - any failure to start must fail the run loudly
+            pytest.fail(f"The embedded Kafka broker could not start: {exc}", pytrace=False)
+        yield broker.bootstrap_servers
+        broker.stop(timeout_s=2)
+        return
+    cluster = KafkaCluster()
     try:
-        broker.start()
+        cluster.start()
     except Exception as exc:  # noqa: BLE001 - any failure to start must fail the run loudly
-        pytest.fail(f"The embedded Kafka broker could not start: {exc}", pytrace=False)
-    yield broker.bootstrap_servers
-    broker.stop(timeout_s=2)
+        pytest.fail(f"Apache Kafka could not start: {exc}", pytrace=False)
+    yield cluster.bootstrap_servers
+    cluster.stop()
 
 
 @pytest.fixture(scope="session")

@@ -11,18 +11,15 @@ point the tests elsewhere:
     KAFKA_DIRECT_MYSQL_PASSWORD  (empty)
     KAFKA_DIRECT_MYSQL_DATABASE  test
 
-When the local server is not reachable, it is installed from Debian's packages, configured like
-the project's machines, and started. If that fails the test fails: nothing is ever skipped.
+`scripts/services.sh` (run by scripts/test.sh) installs both from Debian's packages when absent,
+starts them and creates the database and the TCP root login. This module only checks and
+connects: when a server does not answer, the test fails and says so; nothing is ever skipped.
 """
 
 from __future__ import annotations
 
 import functools
-import glob
-import logging
 import os
-import shutil
-import subprocess
 import time
 import uuid
 from collections.abc import Callable
@@ -33,8 +30,6 @@ import pytest
 
 from kafka_direct.stores import SqlOffsetStore
 
-log = logging.getLogger(__name__)
-
 PG_DSN = os.environ.get("KAFKA_DIRECT_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 MYSQL: dict[str, Any] = {
     "host": os.environ.get("KAFKA_DIRECT_MYSQL_HOST", "127.0.0.1"),
@@ -43,7 +38,6 @@ MYSQL: dict[str, Any] = {
     "password": os.environ.get("KAFKA_DIRECT_MYSQL_PASSWORD", ""),
     "database": os.environ.get("KAFKA_DIRECT_MYSQL_DATABASE", "test"),
 }
-_LOCAL = {"127.0.0.1", "localhost", "::1"}
 KINDS = ["sqlite", "postgres", "mysql"]
 
 
@@ -83,107 +77,30 @@ def _wait(probe: Callable[[], str | None], timeout_s: float) -> str | None:
     return error
 
 
-def _run(*cmd: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    log.info("db setup: %s", " ".join(cmd))
-    return subprocess.run(
-        cmd, check=check, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL
-    )
-
-
-def _apt_install(package: str) -> None:
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    subprocess.run(["apt-get", "update"], check=True, capture_output=True, timeout=600, env=env)
-    subprocess.run(
-        ["apt-get", "install", "-y", package], check=True, capture_output=True, timeout=900, env=env
-    )
-
-
-# -- PostgreSQL --------------------------------------------------------------------------------
-
-
-def _start_postgres() -> None:
-    if not shutil.which("pg_ctlcluster"):
-        _apt_install("postgresql")
-    versions = sorted(os.listdir("/etc/postgresql"))
-    version = versions[-1]
-    # Trust auth on loopback, as on the project's machines (a fresh Debian cluster asks for a
-    # password over TCP).
-    hba = f"/etc/postgresql/{version}/main/pg_hba.conf"
-    with open(hba) as f:
-        text = f.read()
-    if "127.0.0.1/32 trust" not in text:
-        with open(hba, "w") as f:
-            f.write("host all all 127.0.0.1/32 trust\nhost all all ::1/128 trust\n" + text)
-    _run("pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "start", check=False)
-    _run("pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "reload", check=False)
-    _wait(lambda: None if _run("pg_isready", "-h", "127.0.0.1").returncode == 0 else "down", 30)
-    _run("runuser", "-u", "postgres", "--", "createdb", "test", check=False)
+_SETUP_HINT = (
+    "scripts/services.sh installs (from Debian's packages), starts and prepares both servers; "
+    "scripts/test.sh runs it first"
+)
 
 
 @functools.lru_cache(maxsize=1)
 def postgres_dsn() -> str:
-    """The PostgreSQL DSN, with the server running (started or installed if need be)."""
-    error = _pg_error()
-    if error is None:
-        return PG_DSN
-    import psycopg
-
-    host = psycopg.conninfo.conninfo_to_dict(PG_DSN).get("host") or "localhost"
-    if host not in _LOCAL and not str(host).startswith("/"):
-        pytest.fail(f"PostgreSQL at {host} is not reachable: {error}", pytrace=False)
-    try:
-        _start_postgres()
-    except (OSError, subprocess.SubprocessError) as exc:
-        pytest.fail(f"Could not install or start PostgreSQL: {exc}", pytrace=False)
-    error = _wait(_pg_error, 60)
+    """The PostgreSQL DSN, checked: the server answers (scripts/services.sh makes it so)."""
+    error = _wait(_pg_error, 10)
     if error is not None:
-        pytest.fail(f"PostgreSQL did not come up: {error}", pytrace=False)
+        pytest.fail(
+            f"PostgreSQL at {PG_DSN} is not reachable: {error}. {_SETUP_HINT}.", pytrace=False
+        )
     return PG_DSN
-
-
-# -- MariaDB / MySQL ---------------------------------------------------------------------------
-
-
-def _start_mariadb() -> None:
-    if not os.path.exists("/usr/sbin/mariadbd"):
-        _apt_install("mariadb-server")
-    os.makedirs("/run/mysqld", exist_ok=True)
-    _run("chown", "mysql:mysql", "/run/mysqld", check=False)
-    _run(
-        "start-stop-daemon",
-        "--start",
-        "--oknodo",
-        "--background",
-        "--exec",
-        "/usr/sbin/mariadbd",
-    )
-    sockets = ["/run/mysqld/mysqld.sock", *glob.glob("/var/run/mysqld/*.sock")]
-    _wait(lambda: None if any(os.path.exists(s) for s in sockets) else "no socket", 60)
-    # Root over TCP without a password, and the database `test`, as on the project's machines
-    # (a fresh Debian server lets root in only through the socket).
-    sql = (
-        "CREATE USER IF NOT EXISTS 'root'@'127.0.0.1' IDENTIFIED BY ''; "
-        "GRANT ALL PRIVILEGES ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION; "
-        "CREATE DATABASE IF NOT EXISTS test; FLUSH PRIVILEGES;"
-    )
-    _run("mariadb", "-uroot", "-e", sql, check=False)
 
 
 @functools.lru_cache(maxsize=1)
 def mysql_params() -> dict[str, Any]:
-    """Connection parameters for MariaDB/MySQL, with the server running."""
-    error = _mysql_error()
-    if error is None:
-        return dict(MYSQL)
-    if MYSQL["host"] not in _LOCAL:
-        pytest.fail(f"MySQL at {MYSQL['host']} is not reachable: {error}", pytrace=False)
-    try:
-        _start_mariadb()
-    except (OSError, subprocess.SubprocessError) as exc:
-        pytest.fail(f"Could not install or start MariaDB: {exc}", pytrace=False)
-    error = _wait(_mysql_error, 60)
+    """Connection parameters for MariaDB/MySQL, checked: the server answers."""
+    error = _wait(_mysql_error, 10)
     if error is not None:
-        pytest.fail(f"MariaDB did not come up: {error}", pytrace=False)
+        where = f"{MYSQL['user']}@{MYSQL['host']}:{MYSQL['port']}/{MYSQL['database']}"
+        pytest.fail(f"MariaDB at {where} is not reachable: {error}. {_SETUP_HINT}.", pytrace=False)
     return dict(MYSQL)
 
 

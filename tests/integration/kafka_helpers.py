@@ -1,12 +1,14 @@
 """Test utilities for the real broker: topics and producing known data.
 
-`produce_known` applies the workaround from shared/BROKER.md (the embedded broker reports the log
-end as the start of the last record batch): each partition's final record is flushed on its own,
-so the log end is exact. The library itself never works around that quirk.
+On the embedded Tansu broker (`KAFKA_DIRECT_TEST_BROKER=tansu`, the smoke set), `produce_known`
+applies the workaround from docs/brokers.md (Tansu reports the log end as the start of the last
+record batch): each partition's final record is flushed on its own, so the log end is exact.
+On Apache Kafka the data goes in ordinary batches. The library itself never works around it.
 """
 
 from __future__ import annotations
 
+import os
 import uuid
 from dataclasses import dataclass
 
@@ -14,7 +16,33 @@ from confluent_kafka import Producer
 
 from kafka_direct.testing.broker import create_topic, delete_topic
 
-__all__ = ["Record", "create_topic", "delete_topic", "new_topic_name", "produce_known"]
+__all__ = [
+    "Record",
+    "broker_kind",
+    "create_topic",
+    "delete_topic",
+    "new_topic_name",
+    "produce_known",
+    "tansu_log_end_workaround",
+]
+
+
+def broker_kind() -> str:
+    """``external`` (KAFKA_BOOTSTRAP_SERVERS wins), else KAFKA_DIRECT_TEST_BROKER: kafka|tansu."""
+    if os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
+        return "external"
+    kind = os.environ.get("KAFKA_DIRECT_TEST_BROKER", "kafka").strip().lower()
+    if kind not in ("kafka", "tansu"):
+        raise ValueError(
+            f"KAFKA_DIRECT_TEST_BROKER={kind!r}: expected 'kafka' (Apache Kafka, the default) or "
+            "'tansu' (the embedded broker)."
+        )
+    return kind
+
+
+def tansu_log_end_workaround() -> bool:
+    """Whether each partition's last record must go in a batch of its own (Tansu only)."""
+    return broker_kind() == "tansu"
 
 
 @dataclass(frozen=True)
@@ -79,13 +107,14 @@ def produce_known(
             on_delivery=lambda err, msg: on_delivery(err, msg, tuple(hdrs or ())),
         )
 
-    last = start_index + per_partition - 1
+    alone = tansu_log_end_workaround()
+    last = start_index + per_partition - (1 if alone else 0)
     for p in range(partitions):
         for i in range(start_index, last):
             send(p, i)
     producer.flush(30)
     for p in range(partitions):
-        if per_partition > 0:
+        if alone and per_partition > 0:
             send(p, last)
             producer.flush(30)
     assert not errors, errors

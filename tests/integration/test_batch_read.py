@@ -32,6 +32,7 @@ def rows_as_records(df: Any) -> list[Record]:
     return sorted(out, key=lambda x: (x.topic, x.partition, x.offset))
 
 
+@pytest.mark.tansu_smoke
 def test_batch_read_returns_every_record_exactly_once_with_all_fields(
     make_topic, reader, kafka_bootstrap
 ):

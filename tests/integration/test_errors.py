@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
+import threading
 import uuid
+from collections.abc import Iterator
 
 import pytest
 from pyspark.errors import PySparkException
@@ -16,6 +20,7 @@ from kafka_direct.testing.broker import EmbeddedBroker, create_topic
 from tests.integration.kafka_helpers import produce_known
 
 SECRET = "s3cr3t-Pa55word"
+SILENT = "silent-server"  # replaced by the address of _silent_server()
 
 
 def _message(exc_info: pytest.ExceptionInfo[BaseException]) -> str:
@@ -114,8 +119,9 @@ def test_a_stalled_broker_ends_an_executor_read_with_fetch_timeout():
     [
         ("127.0.0.1:1", "nothing accepts connections there"),
         ("no-such-host.invalid:9092", "check the host names in 'kafka.bootstrap.servers'"),
-        # Redis answers nothing to a Kafka request: connected, then silence.
-        ("127.0.0.1:6379", "did not answer as a Kafka broker"),
+        # A server that accepts and answers nothing to a Kafka request (a stand-in for Redis,
+        # which the machines no longer run): connected, then silence.
+        (SILENT, "did not answer as a Kafka broker"),
     ],
     ids=["refused", "unresolvable", "not-kafka"],
 )
@@ -124,6 +130,43 @@ def test_regression_wrong_bootstrap_servers_fail_load_in_seconds_with_the_cause(
 ):
     """A wrong address made a batch read hang 122 s and print 2,289 librdkafka FAIL lines
     (those go through logging now: see the next test)."""
+    if address == SILENT:
+        with _silent_server() as silent:
+            _check_fails_fast(spark, silent, cause)
+    else:
+        _check_fails_fast(spark, address, cause)
+
+
+@contextlib.contextmanager
+def _silent_server() -> Iterator[str]:
+    """127.0.0.1:PORT where connections are accepted, kept open, and never answered."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{server.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join(5)
+        for conn in held:
+            conn.close()
+        server.close()
+
+
+def _check_fails_fast(spark, address, cause):
     import time
 
     began = time.monotonic()

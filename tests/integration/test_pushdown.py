@@ -1,14 +1,13 @@
-"""Filter pushdown on the embedded broker and a real local Spark: exact output, and the rows the
-read tasks actually read (their statistics, KAFKA_DIRECT_STATS_DIR).
+"""Filter pushdown on the test broker (real Kafka) and a real local Spark: exact output, and the
+rows the read tasks actually read (their statistics, KAFKA_DIRECT_STATS_DIR).
 
 Spark offers filters to Python data sources only with ``spark.sql.python.filterPushdown.enabled``
 (false by default); the ``pushdown`` fixture switches it on for a test and back afterwards.
 
-Timestamp narrowing is not checked here for what it narrows: the embedded broker answers every
-timestamp lookup with offset 0 (BROKER.md item 7), which narrows nothing, and librdkafka's mock
-cluster answers -1 to every lookup, which is right only past the last record. The one mock test
-below checks that case; the rules are checked with a correct fake cluster in
-tests/unit/planning/test_pushdown*.py.
+Timestamp narrowing against the broker's own lookups is checked in
+test_real_kafka_behaviour.py and by the benchmark below; librdkafka's mock cluster answers -1
+to every lookup, which is right only past the last record, and the mock test below checks that
+case. The rules themselves are unit-tested in tests/unit/planning/test_pushdown*.py.
 """
 
 from __future__ import annotations
@@ -278,6 +277,6 @@ def test_pushdown_benchmark_reads_what_pushdown_plans(kafka_bootstrap, tmp_path)
         "partition, no pushdown": (2_000, 20_000),
         "partition, pushdown": (2_000, 2_000),
         "timestamp, no pushdown": (200, 20_000),
-        "timestamp, pushdown, embedded broker's lookup": (200, 20_000),
-        "timestamp, pushdown, correct lookup": (200, 200),
+        # The broker's own timestamp lookup narrows the read to the 1% kept.
+        "timestamp, pushdown": (200, 200),
     }

@@ -50,6 +50,7 @@ def writer(df: Any, bootstrap: str, **options: str) -> Any:
     return w
 
 
+@pytest.mark.tansu_smoke
 def test_known_rows_are_written_exactly_once_with_their_content(spark, kafka_bootstrap, make_topic):
     a, b = make_topic(partitions=3), make_topic(partitions=2)
     rows = [

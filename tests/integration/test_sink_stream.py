@@ -59,6 +59,7 @@ def expected_values(records: list[Any]) -> Counter[bytes]:
     return Counter(f"{r.value.decode()} from {r.partition}@{r.offset}".encode() for r in records)
 
 
+@pytest.mark.tansu_smoke
 def test_stream_writes_exactly_then_a_restart_writes_only_the_new_records(
     spark, kafka_bootstrap, make_topic, tmp_path
 ):

@@ -6,10 +6,13 @@ from __future__ import annotations
 import time
 from collections import Counter
 
+import pytest
+
 from tests.integration.kafka_helpers import produce_known
 from tests.integration.streams import Collector, expected_keys, start, wait_for
 
 
+@pytest.mark.tansu_smoke
 def test_exact_output_then_restart_from_checkpoint_loses_and_repeats_nothing(
     make_topic, reader, kafka_bootstrap, tmp_path
 ):

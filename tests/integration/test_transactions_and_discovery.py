@@ -1,6 +1,6 @@
 """Gaps from transaction markers (SPARK-25005 shapes), topic discovery and data loss, against the
-real broker. Aborted-record filtering is unit-tested (tests/unit/test_fetch.py): the embedded
-broker does not filter aborted records (shared/BROKER.md)."""
+real broker. Aborted transactions under both isolation levels, DeleteRecords and CreatePartitions
+are in test_real_kafka_behaviour.py."""
 
 from __future__ import annotations
 

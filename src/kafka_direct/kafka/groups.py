@@ -30,6 +30,9 @@ log = logging.getLogger(__name__)
 
 #: librdkafka's OFFSET_INVALID: the group has no committed offset for the partition.
 _NO_OFFSET = -1001
+#: Group-coordinator answers that pass by waiting.
+_COORDINATOR_BUSY = {"COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE", "NOT_COORDINATOR"}
+_COORDINATOR_RETRY_S = 0.2
 
 
 def fetch_group_offsets(
@@ -47,12 +50,23 @@ def fetch_group_offsets(
     admin = admin or new_admin_client(kafka)
     wanted = None if tps is None else [CkTopicPartition(tp.topic, tp.partition) for tp in tps]
     request = [ConsumerGroupTopicPartitions(group, wanted)]
-    with kafka_errors(f"Fetching committed offsets of group '{group}'"):
-        futures = admin.list_consumer_group_offsets(request, request_timeout=timeout_s)
-    try:
-        result = futures[group].result(timeout=timeout_s + 5)
-    except (KafkaException, FutureTimeout) as exc:
-        raise translate(exc, f"Fetching committed offsets of group '{group}'") from exc
+    context = f"Fetching committed offsets of group '{group}'"
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with kafka_errors(context):
+            futures = admin.list_consumer_group_offsets(request, request_timeout=timeout_s)
+        try:
+            result = futures[group].result(timeout=timeout_s + 5)
+            break
+        except (KafkaException, FutureTimeout) as exc:
+            error = translate(exc, context)
+            # A coordinator that is still loading __consumer_offsets (the first group request
+            # of a fresh cluster, or after a coordinator moved) answers this: Kafka's own
+            # clients wait it out, and librdkafka leaves it to the caller here.
+            if error.code not in _COORDINATOR_BUSY or time.monotonic() >= deadline:
+                raise error from exc
+            log.info("%s: %s; retrying", context, error.code)
+            time.sleep(_COORDINATOR_RETRY_S)
     out: PartitionOffsets = {}
     for ck in result.topic_partitions or []:
         if ck.error is None and ck.offset >= 0 and ck.offset != _NO_OFFSET:

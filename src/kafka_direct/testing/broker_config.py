@@ -111,6 +111,10 @@ def server_properties(
         "background.threads": "2",
         "log.cleaner.threads": "1",
         "log.cleaner.dedupe.buffer.size": "2097152",
+        # No time-based retention by default: test data carries fixed CreateTimes years in the
+        # past, which Kafka's default seven days would delete at the first retention check.
+        # Retention tests set retention.ms on their own topics.
+        "log.retention.ms": "-1",
         # Retention and compaction tests must not wait Kafka's default minutes for a check.
         "log.retention.check.interval.ms": "1000",
         "log.cleaner.backoff.ms": "1000",

@@ -7,10 +7,16 @@ from __future__ import annotations
 
 import socket
 
-from confluent_kafka import KafkaException
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-__all__ = ["broker_answers", "free_port", "metadata_broker_ids", "port_accepts"]
+__all__ = [
+    "broker_answers",
+    "free_port",
+    "group_coordinator_ready",
+    "metadata_broker_ids",
+    "port_accepts",
+]
 
 # Quiet, quick probes: no librdkafka connect errors on stderr while the JVM starts, and no
 # reconnect backoff growing to seconds.
@@ -48,3 +54,22 @@ def metadata_broker_ids(bootstrap: str, timeout_s: float = 2.0) -> set[int]:
 def broker_answers(address: str, node_id: int, timeout_s: float = 2.0) -> bool:
     """The broker at ``address`` answers metadata and lists itself (it has registered)."""
     return node_id in metadata_broker_ids(address, timeout_s)
+
+
+def group_coordinator_ready(bootstrap: str, timeout_s: float) -> bool:
+    """Ask a group coordinator for committed offsets, through a consumer, which waits out
+    ``COORDINATOR_LOAD_IN_PROGRESS``; this creates and loads ``__consumer_offsets``.
+
+    On a fresh cluster the first ``AdminClient.list_consumer_group_offsets`` otherwise meets a
+    coordinator still loading, and librdkafka 2.16 has crashed the process (SIGSEGV) there.
+    """
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "kafka-direct-warm-up", **_PROBE_CONFIG}
+    )
+    try:
+        consumer.committed([TopicPartition("kafka-direct-warm-up", 0)], timeout=timeout_s)
+    except KafkaException:
+        return False
+    finally:
+        consumer.close()
+    return True

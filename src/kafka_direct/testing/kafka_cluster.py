@@ -53,6 +53,7 @@ from kafka_direct.testing.broker_config import (
 from kafka_direct.testing.cluster_probe import (
     broker_answers,
     free_port,
+    group_coordinator_ready,
     metadata_broker_ids,
     port_accepts,
 )
@@ -345,8 +346,16 @@ class KafkaCluster:
                 pending.pop(0)
             else:
                 time.sleep(0.1)
-        if len(nodes) == len(self._nodes) and len(nodes) > 1:
-            self._wait_all_registered(deadline)
+        if len(nodes) == len(self._nodes):
+            if len(nodes) > 1:
+                self._wait_all_registered(deadline)
+            # Ready as a production cluster is: with __consumer_offsets created and loaded.
+            remaining = max(deadline - time.monotonic(), 1.0)
+            if not group_coordinator_ready(self.bootstrap_servers, remaining):
+                raise KafkaClusterError(
+                    f"The group coordinator did not answer within {self.startup_timeout_s:.0f} s;"
+                    f" see {', '.join(str(n.log_path) for n in self._nodes.values())}."
+                )
 
     def _wait_all_registered(self, deadline: float) -> None:
         wanted = set(self._nodes)
