@@ -7,7 +7,9 @@ three replicas and ``min.insync.replicas=2``:
 
 - the structured source (``spark.readStream``) into a foreachBatch sink that is idempotent by
   batch id (:class:`~tests.integration.streams.Collector`): every acknowledged record once;
-- the sink (``df.write`` to Kafka, ``acks=all``): the target topic holds every row exactly once;
+- the sink (``df.write`` and ``writeStream`` to Kafka, ``acks=all``): the target topic holds
+  every row exactly once (the sink is at-least-once, but no task or micro-batch runs again here,
+  so a duplicate is a failure);
 - the DStream API (``KafkaUtils.createDirectStream``) with an SQLite offset store, into an SQLite
   table upserted by (topic, partition, offset): every record delivered once, and the store ends
   at each partition's end.
