@@ -14,7 +14,7 @@ three replicas and ``min.insync.replicas=2``:
   table upserted by (topic, partition, offset): every record delivered once, and the store ends
   at each partition's end.
 
-One cluster per module (a start costs tens of seconds), a new topic per test; after each test
+One cluster per module (its start is the slowest step), a new topic per test; after each test
 every broker runs again, unfrozen. The leader faults pick a partition whose leader is not the
 active controller, so that "leader" and "controller" are two different faults.
 """
