@@ -13,8 +13,9 @@ size a stream of ``rate`` records/s gives each micro-batch. Every mode reads the
 report gives, per trigger and mode, the median time Spark spent writing a micro-batch
 (``durationMs.addBatch`` of the query progress: reading, the sink's tasks and its commit), the
 records per second that makes, and the ratio to at-least-once on the same path. The first
-micro-batch of each query (Python workers starting) is left out. Each output topic is read back
-with read_committed and must hold exactly the records of the micro-batches that ran.
+micro-batch of each query (Python workers starting) is left out. Each query is stopped between
+micro-batches; its output topic is read back with read_committed and must hold exactly the
+records of the micro-batches that ran, each key once.
 """
 
 from __future__ import annotations
@@ -65,7 +66,8 @@ def _produce(bootstrap: str, topic: str, count: int) -> None:
     assert producer.flush(120) == 0
 
 
-def _count_committed(bootstrap: str, topic: str, expected: int) -> int:
+def _count_committed(bootstrap: str, topic: str, expected: int) -> tuple[int, int]:
+    """(records, distinct keys) a read_committed reader finds in ``topic``."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -75,16 +77,19 @@ def _count_committed(bootstrap: str, topic: str, expected: int) -> int:
         }
     )
     consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-    seen, idle_since = 0, time.monotonic()
+    seen, keys, idle_since = 0, set(), time.monotonic()
     while time.monotonic() - idle_since < 5:
         messages = consumer.consume(50_000, timeout=1.0)
         if messages:
-            seen += sum(1 for m in messages if m.error() is None)
+            for message in messages:
+                if message.error() is None:
+                    seen += 1
+                    keys.add(message.key())
             idle_since = time.monotonic()
         elif seen >= expected:
             break
     consumer.close()
-    return seen
+    return seen, len(keys)
 
 
 def _run(spark: Any, bootstrap: str, source: str, trigger_s: int, rate: int, batches: int,
@@ -119,6 +124,11 @@ def _run(spark: Any, bootstrap: str, source: str, trigger_s: int, rate: int, bat
             time.sleep(0.5)
         else:
             raise RuntimeError(f"{batches + 1} micro-batches did not finish in time")
+        # Stop between micro-batches: a micro-batch stopped mid-way has no progress entry, but
+        # the tasks that finished committed (exactly-once) or wrote (at-least-once) already.
+        quiet = time.monotonic() + 60
+        while query.status["isTriggerActive"] and time.monotonic() < quiet:
+            time.sleep(0.05)
     finally:
         query.stop()
     progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
@@ -126,7 +136,7 @@ def _run(spark: Any, bootstrap: str, source: str, trigger_s: int, rate: int, bat
     rows = [p["numInputRows"] for p in measured]
     add_ms = [p["durationMs"].get("addBatch", 0) for p in measured]
     written = sum(p["numInputRows"] for p in progress)
-    read_back = _count_committed(bootstrap, out, written)
+    read_back, distinct = _count_committed(bootstrap, out, written)
     median_ms = statistics.median(add_ms)
     return {
         "trigger_s": trigger_s,
@@ -136,7 +146,8 @@ def _run(spark: Any, bootstrap: str, source: str, trigger_s: int, rate: int, bat
         "records_per_s": statistics.median(rows) / (median_ms / 1000.0) if median_ms else None,
         "written": written,
         "read_back": read_back,
-        "exact": read_back == written,
+        "distinct_keys": distinct,
+        "exact": read_back == written == distinct,
     }
 
 
