@@ -6,6 +6,9 @@ These tests start their own clusters (one and three brokers) and do not use the 
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -115,3 +118,29 @@ def test_a_broker_that_fails_at_start_says_why_with_its_log() -> None:
         cluster.start()
     assert "broker 1" in str(caught.value)
     assert cluster.pid(1) is None
+
+
+def test_brokers_die_with_the_process_that_started_them() -> None:
+    # atexit never runs in a process that is SIGKILLed (or segfaults): the brokers must not
+    # outlive it.
+    code = (
+        "import os, signal\n"
+        "from kafka_direct.testing.kafka_cluster import KafkaCluster\n"
+        "cluster = KafkaCluster().start()\n"
+        "print(cluster.pid(1), flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, timeout=300
+    )
+    assert done.returncode == -signal.SIGKILL
+    broker = int(done.stdout.split()[-1])
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            os.kill(broker, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+    os.kill(broker, signal.SIGKILL)
+    raise AssertionError(f"broker pid {broker} outlived the process that started it")
