@@ -41,10 +41,12 @@ def run(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> dict[
     topics = {name: new_topic_name(f"rcv-{name}") for name in ("one", "two", "nowal", "restart")}
     for name, topic in topics.items():
         create_topic(kafka_bootstrap, topic, partitions=2 if name == "restart" else 4)
+    # The two-receiver stream's records are produced once both receivers hold partitions: on
+    # Kafka the first member to join would otherwise read them all before the second arrives.
     produced = {
         name: produce_known(kafka_bootstrap, topic, per_partition=250, partitions=4)
         for name, topic in topics.items()
-        if name != "restart"
+        if name not in ("restart", "two")
     }
     produced["restart"] = produce_known(kafka_bootstrap, topics["restart"], 100, partitions=2)
 
@@ -97,6 +99,13 @@ def run(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> dict[
     }
     app = App(work, "app", spec).start()
     try:
+        app.wait(
+            lambda: [bool(r["assignment"]) for r in (app.status("two") or {}).get("receivers", [])]
+            == [True, True],
+            "both receivers of the two-receiver stream to hold partitions",
+            timeout_s=180,
+        )
+        produced["two"] = produce_known(kafka_bootstrap, topics["two"], 250, partitions=4)
         for name in ("one", "two", "nowal", "restart"):
             app.wait_rows(work / f"{name}.db", len(produced[name]), timeout_s=120)
         # Kill the restart stream's receiver (its Python worker), then send more: the driver

@@ -163,7 +163,9 @@ def test_a_concurrent_writer_never_double_applies(spark: Any, backend: Backend) 
     assert winner_fn.inside.wait(60)
     b = threading.Thread(target=loser)
     b.start()
-    time.sleep(1.0)  # the loser reads the (still empty) store, then waits on the offset row
+    # The loser reads the (still empty) store, then waits on the offset row: release the winner
+    # only once the server shows that wait (on SQLite, the loser waits at BEGIN instead).
+    _wait_for_a_blocked_writer(backend, b)
     hold.set()
     a.join(60)
     b.join(60)
@@ -175,6 +177,24 @@ def test_a_concurrent_writer_never_double_applies(spark: Any, backend: Backend) 
     assert loser_fn.seen == []
     assert values(backend) == ["p0o0", "p0o1", "p0o2"]
     assert store.load("g") == {TP0: 3}
+
+
+_LOCK_WAITS = {
+    "postgres": "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+    "AND datname = current_database()",
+    "mysql": "SELECT count(*) FROM information_schema.innodb_trx WHERE trx_state = 'LOCK WAIT'",
+}
+
+
+def _wait_for_a_blocked_writer(backend: Backend, thread: threading.Thread) -> None:
+    if backend.kind not in _LOCK_WAITS:
+        time.sleep(1.0)
+        return
+    deadline = time.monotonic() + 60
+    while int(backend.raw(_LOCK_WAITS[backend.kind])[0][0]) == 0:
+        assert thread.is_alive(), "the second writer finished without waiting on the first"
+        assert time.monotonic() < deadline, "the second writer never waited on the offset row"
+        time.sleep(0.05)
 
 
 def test_refuses_a_store_without_transactions_and_a_dataframe_without_offsets(

@@ -78,11 +78,72 @@ def test_transaction_marker_gaps_read_exactly_the_data_without_hanging(
         endingOffsets=json.dumps({tx_topic: {"0": end}}),
         **{"kafka.isolation.level": isolation, "kafkaConsumer.pollTimeoutMs": "15000"},
     ).load()
-    begun = time.monotonic()
+    # A range that stalled on a marker would wait for its poll timeout and then fail the query.
     offsets = sorted(r["offset"] for r in df.select("offset").collect())
     assert offsets == expected
-    # Not a speed assert: a range that waited for its poll timeout would have failed instead.
-    assert time.monotonic() - begun < 15
+
+
+def transactions(bootstrap: str, topic: str, plan: list[tuple[int, bool]]) -> list[int]:
+    """One transaction per (size, commit) in ``plan``, committed or aborted in that order.
+
+    Flushed before each end: librdkafka drops records it has not sent when a transaction aborts,
+    and the test needs the aborted records in the log.
+    """
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "transactional.id": f"tx-{uuid.uuid4().hex[:8]}"}
+    )
+    producer.init_transactions(30)
+    offsets: list[int] = []
+    for n, (size, commit) in enumerate(plan):
+        producer.begin_transaction()
+        for i in range(size):
+            producer.produce(
+                topic,
+                value=f"tx{n}-{i}".encode(),
+                partition=0,
+                on_delivery=lambda err, msg: offsets.append(msg.offset()),
+            )
+        producer.flush(30)
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+    return sorted(offsets)
+
+
+@pytest.fixture(scope="module")
+def aborted_tx_topic(kafka_bootstrap):
+    topic = f"txa-{uuid.uuid4().hex[:8]}"
+    create_topic(kafka_bootstrap, topic, partitions=1)
+    data = transactions(kafka_bootstrap, topic, [(3, True), (2, False), (2, True), (1, False)])
+    # committed 0..2, marker 3; aborted 4..5, marker 6; committed 7..8, marker 9;
+    # aborted 10, marker 11: the log ends on an aborted record and its marker.
+    assert data == [0, 1, 2, 4, 5, 7, 8, 10]
+    return topic
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "committed", "uncommitted"),
+    [
+        (4, 7, [], [4, 5]),  # a range made only of an aborted transaction and its marker
+        (4, 9, [7, 8], [4, 5, 7, 8]),  # the range's first offsets are aborted
+        (7, 12, [7, 8], [7, 8, 10]),  # it ends on aborted records and a marker, at the log end
+        (0, 9, [0, 1, 2, 7, 8], [0, 1, 2, 4, 5, 7, 8]),  # an aborted gap in the middle
+    ],
+    ids=["only-aborted", "first-is-aborted", "last-is-aborted-at-end", "aborted-gap-middle"],
+)
+@pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])
+def test_aborted_transaction_gaps_read_exactly_the_data_without_hanging(
+    reader, aborted_tx_topic, start, end, committed, uncommitted, isolation
+):
+    df = reader(
+        subscribe=aborted_tx_topic,
+        startingOffsets=json.dumps({aborted_tx_topic: {"0": start}}),
+        endingOffsets=json.dumps({aborted_tx_topic: {"0": end}}),
+        **{"kafka.isolation.level": isolation, "kafkaConsumer.pollTimeoutMs": "15000"},
+    ).load()
+    offsets = sorted(r["offset"] for r in df.select("offset").collect())
+    assert offsets == (committed if isolation == "read_committed" else uncommitted)
 
 
 def test_stream_over_a_transactional_topic_reads_every_committed_record(reader, tx_topic, tmp_path):
