@@ -21,9 +21,9 @@ Every error the library raises on purpose derives from :class:`KafkaDirectError`
 Messages are written to be read on their own, outside a stack trace: they name the option or the
 topic-partition, the value that was seen, what was expected, and how to fix it. They never contain
 secrets: :class:`ConfigurationError` passes every value through
-:func:`kafka_direct.config.redaction.shown` (secret keys, their near-misses and unknown Kafka keys
+:func:`kafka_direct.redaction.shown` (secret keys, their near-misses and unknown Kafka keys
 are never echoed), and anything else that may carry configuration goes through
-:func:`kafka_direct.config.redaction.redact`.
+:func:`kafka_direct.redaction.redact`.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kafka_direct.config.redaction import shown as _shown
+from kafka_direct.redaction import shown as _shown
 
 __all__ = [
     "BatchFailedError",

@@ -31,7 +31,7 @@ PURE = [
     "kafka_direct.config.defaults",
     "kafka_direct.config.dstream",
     "kafka_direct.config.kafka",
-    "kafka_direct.config.redaction",
+    "kafka_direct.redaction",
     "kafka_direct.config.sink",
     "kafka_direct.config.source",
     "kafka_direct.errors",
@@ -133,6 +133,21 @@ def test_no_import_circles() -> None:
         if node not in state:
             visit(node)
     assert circles == []
+
+
+#: The ground floor: every package stands on these, so they import only each other.
+GROUND = {
+    "kafka_direct.errors",
+    "kafka_direct.logs",
+    "kafka_direct.redaction",
+    "kafka_direct.idle_reaper",
+    "kafka_direct.process_local",
+}
+
+
+@pytest.mark.parametrize("name", sorted(GROUND))
+def test_the_ground_floor_imports_nothing_above_it(name: str) -> None:
+    assert _imports(name, MODULES[name]) <= GROUND
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))

@@ -2,7 +2,7 @@
 
 A librdkafka config travels from the driver to executors and into error messages, so it is an
 immutable mapping whose ``repr``/``str`` never show secret values; :func:`redact` does the same
-for any dict that might be logged (the rule is :mod:`kafka_direct.config.redaction`'s).
+for any dict that might be logged (the rule is :mod:`kafka_direct.redaction`'s).
 :class:`Subscription` says which partitions a read names (Spark's ``subscribe`` /
 ``subscribePattern`` / ``assign``); both APIs use it.
 """
@@ -14,9 +14,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from kafka_direct.config.redaction import REDACTED, is_secret, redact
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.offsets import TopicPartition
+from kafka_direct.redaction import REDACTED, is_secret, redact
 
 __all__ = [
     "REDACTED",

@@ -20,8 +20,8 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 
-from kafka_direct.config.redaction import SAFE_KAFKA_KEYS, SECRET_KEYS
 from kafka_direct.errors import ConfigurationError, KafkaClientError, TopicNotFoundError
+from kafka_direct.redaction import SAFE_KAFKA_KEYS, SECRET_KEYS
 
 __all__ = ["config_error", "kafka_errors", "translate"]
 

@@ -1,4 +1,4 @@
-"""Secrets never reach a person: kafka_direct.config.redaction and every path into an error.
+"""Secrets never reach a person: kafka_direct.redaction and every path into an error.
 
 Issue: ``.option("kafka.sasl.pasword", "secret123")`` failed with ``Invalid option
 'kafka.sasl.pasword': got 'secret123'`` on the sink and the source. The property tests below
@@ -21,7 +21,11 @@ from hypothesis import strategies as st
 
 from kafka_direct.config.dstream import probe_consumer_config, validate_params
 from kafka_direct.config.kafka import KafkaConfig
-from kafka_direct.config.redaction import (
+from kafka_direct.config.sink import parse_sink_options
+from kafka_direct.config.source import parse_source_options
+from kafka_direct.errors import ConfigurationError, KafkaDirectError
+from kafka_direct.kafka.admin import check_consumer_config, check_producer_config
+from kafka_direct.redaction import (
     HIDDEN,
     REDACTED,
     SAFE_KAFKA_KEYS,
@@ -32,10 +36,6 @@ from kafka_direct.config.redaction import (
     redact,
     shown,
 )
-from kafka_direct.config.sink import parse_sink_options
-from kafka_direct.config.source import parse_source_options
-from kafka_direct.errors import ConfigurationError, KafkaDirectError
-from kafka_direct.kafka.admin import check_consumer_config, check_producer_config
 
 #: Written out here, not taken from the module: the test must not share the code's blind spots.
 KNOWN_SECRETS = [
