@@ -15,35 +15,11 @@ from tests.integration.kafka_helpers import create_topic, delete_topic, produce_
 from tests.integration.streams import Collector, expected_keys, start, wait_for
 
 
-def committed_transactions(bootstrap: str, topic: str, sizes: list[int]) -> list[int]:
-    """One committed transaction per size; returns the offsets of the data records.
-
-    Each commit appends a control marker, so the log is: data... marker data... marker.
-    """
-    producer = Producer(
-        {"bootstrap.servers": bootstrap, "transactional.id": f"tx-{uuid.uuid4().hex[:8]}"}
-    )
-    producer.init_transactions(30)
-    offsets: list[int] = []
-    for n, size in enumerate(sizes):
-        producer.begin_transaction()
-        for i in range(size):
-            producer.produce(
-                topic,
-                value=f"tx{n}-{i}".encode(),
-                partition=0,
-                on_delivery=lambda err, msg: offsets.append(msg.offset()),
-            )
-        producer.commit_transaction(30)
-    producer.flush(30)
-    return sorted(offsets)
-
-
 @pytest.fixture(scope="module")
 def tx_topic(kafka_bootstrap):
     topic = f"tx-{uuid.uuid4().hex[:8]}"
     create_topic(kafka_bootstrap, topic, partitions=1)
-    data = committed_transactions(kafka_bootstrap, topic, [5, 3])
+    data = transactions(kafka_bootstrap, topic, [(5, True), (3, True)])
     # data 0..4, marker 5, data 6..8, marker 9: the log ends on a marker.
     assert data == [0, 1, 2, 3, 4, 6, 7, 8]
     return topic
