@@ -93,7 +93,7 @@ def test_produce_3000_records_to_3_partitions_are_all_read_up_to_the_watermark(
         r"\(per partition: 0=1000 1=1000 2=1000\)\n",
         captured.out,
     )
-    assert "3000/3000 records delivered" in captured.err
+    assert "\r" not in captured.err  # no progress bar redrawn into a pipe
 
     highs, seen = read_to_watermark(kafka_bootstrap, topic, 3)
     assert highs == [1000, 1000, 1000]
@@ -146,8 +146,7 @@ def test_produce_to_a_bad_topic_fails_with_the_count_the_cause_and_the_topic(
     assert _produce(kafka_bootstrap, "bad topic!", "--records", "10") == 1
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert "0/10 records delivered" in captured.err
-    assert "10/10" not in captured.err
+    assert "\r" not in captured.err  # no progress bar redrawn into a pipe
     assert captured.err.endswith(
         "\nkafka-direct: 10 of 10 records were not delivered to topic 'bad topic!': "
         "Unable to produce message: Local: Unknown topic (_UNKNOWN_TOPIC): 10 records; "
@@ -346,7 +345,7 @@ def test_produce_then_lag_shows_the_describe_view_with_exact_log_ends(
         _produce(kafka_bootstrap, topic, "--records", "40", "--partitions", "2", "--kind", "keyed")
         == 0
     )
-    assert "40/40 records delivered" in capsys.readouterr().err
+    assert "\r" not in capsys.readouterr().err  # no progress bar redrawn into a pipe
     # Keys item0..item9, four records each, placed by murmur2.
     ends = [
         4 * sum(1 for k in range(10) if murmur2_partition(f"item{k}".encode(), 2) == p)

@@ -185,7 +185,7 @@ def test_a_null_topic_with_no_topic_option_names_the_option(spark, kafka_bootstr
 
 OPTION_REFUSALS = [
     ({"kafka.key.serializer": "x"}, ["'kafka.key.serializer'", "the sink manages it"]),
-    ({"kafka.transactional.id": "tx"}, ["'kafka.transactional.id'", "no transactional mode yet"]),
+    ({"kafka.transactional.id": "tx"}, ["'kafka.transactional.id'", "'deliveryGuarantee'"]),
     ({"kafka.acks": "0"}, ["'kafka.acks'", "at-least-once"]),
     ({"kafka.linger.ms": "soon"}, ["'kafka.linger.ms'", "librdkafka refused it"]),
     ({"kafka.no.such.setting": "1"}, ["'kafka.no.such.setting'", "No such configuration property"]),
