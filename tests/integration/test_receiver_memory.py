@@ -86,7 +86,8 @@ def test_a_slow_batch_function_pauses_the_receiver_and_its_memory_stays_flat(
         pid = receiver()["pid"]  # type: ignore[index]
         producer.start()
         blocks = tmp_path / "wal" / "blocks"
-        deadline = time.monotonic() + 18
+        # Long enough for each third to span at least one pause and resume of the receiver.
+        deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             pending = sum(1 for n in os.listdir(blocks) if n.endswith(".arrow"))
             now = receiver() or {}
@@ -128,10 +129,13 @@ def test_a_slow_batch_function_pauses_the_receiver_and_its_memory_stays_flat(
     assert status["paused_batches"] >= 1
     assert max(s[1] for s in samples) <= MAX_PENDING + 1
     # The backlog grew in Kafka while the receiver's memory stayed within what it may hold at
-    # once: one block (8 MB) and its prefetch queue (queued.max.messages.kbytes, 16 MB), where
-    # the peaks of two thirds of the run differ by where each caught the queue's fill (seen:
-    # -23 to +27 MB). Memory that followed the backlog would grow by more than the bound.
-    bound = (8 + 16) * mb + 8 * mb  # + one poll's records and the allocator's slack
+    # once: one block (8 MB), its prefetch queue (queued.max.messages.kbytes, 16 MB) and the
+    # fetch responses in flight (max.partition.fetch.bytes, 4 MB, for each of 2 partitions),
+    # where the peaks of two thirds of the run differ by where each caught the queue's fill.
+    # On Apache Kafka RSS moves in a band about 45 MB wide and does not follow the backlog (a
+    # 50 s run: 172-215 MB while 172 MB of backlog built up; docs/receiver.md). Memory that
+    # followed the backlog would grow by more than the bound.
+    bound = (8 + 16 + 2 * 4) * mb + 16 * mb  # + one poll's records and the allocator's slack
     assert (lag_end - lag_mid) * len(VALUE) > bound
     assert late - early < bound
     assert sent[0] - committed > 0
