@@ -25,6 +25,7 @@ is recorded. ``benchmarks/run.py`` uses it for the pool hit rate and per-task ti
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -36,6 +37,7 @@ import pyarrow as pa
 from confluent_kafka import Consumer
 
 from kafka_direct.config.clients import ExecutorSettings
+from kafka_direct.config.kafka import KafkaConfig
 from kafka_direct.consumer import native
 from kafka_direct.consumer.fetch import OnSkip, PartitionConsumer, fetch_range
 from kafka_direct.consumer.packed import GroupConsumer, fetch_ranges
@@ -150,18 +152,9 @@ def _read_packed(
         fast_path=uses_fast_path(settings),
         assignment=tuple(sorted({(r.topic, r.partition) for r in ranges})),
     )
-    if not settings.cache_enabled:
-        gc = _new_consumer(key, config)
+    with _consumer(settings, key, config) as gc:
         assert isinstance(gc, GroupConsumer)
-        try:
-            yield from fetch_ranges(gc, ranges, **fetch_args)  # type: ignore[arg-type]
-        finally:
-            gc.close()
-        return
-    pool = get_pool(_new_consumer, settings.cache_capacity, settings.cache_timeout_s)
-    with pool.lease(key, config, reattempt=_attempt_number() > 0) as lease:
-        assert isinstance(lease.consumer, GroupConsumer)
-        yield from fetch_ranges(lease.consumer, ranges, **fetch_args)  # type: ignore[arg-type]
+        yield from fetch_ranges(gc, ranges, **fetch_args)  # type: ignore[arg-type]
 
 
 def _read(
@@ -186,16 +179,24 @@ def _read(
         config_fingerprint(config),
         fast_path=uses_fast_path(settings),
     )
+    with _consumer(settings, key, config) as pc:
+        yield from fetch_range(pc, rng, **fetch_args)  # type: ignore[arg-type]
+
+
+@contextlib.contextmanager
+def _consumer(settings: ExecutorSettings, key: PoolKey, config: KafkaConfig) -> Iterator[Any]:
+    """The consumer a read uses: a new one closed afterwards when the cache is off, else a
+    lease from the worker's pool (a task's reattempt invalidates the cached one)."""
     if not settings.cache_enabled:
-        pc = _new_consumer(key, config)
+        consumer = _new_consumer(key, config)
         try:
-            yield from fetch_range(pc, rng, **fetch_args)  # type: ignore[arg-type]
+            yield consumer
         finally:
-            pc.close()
+            consumer.close()
         return
     pool = get_pool(_new_consumer, settings.cache_capacity, settings.cache_timeout_s)
     with pool.lease(key, config, reattempt=_attempt_number() > 0) as lease:
-        yield from fetch_range(lease.consumer, rng, **fetch_args)  # type: ignore[arg-type]
+        yield lease.consumer
 
 
 def _with_stats(

@@ -132,18 +132,7 @@ def to_spark_converter(schema: Any) -> Converter | None:
         mapped = to_spark_converter(schema["values"])
         return None if mapped is None else (lambda v: {k: mapped(x) for k, x in v.items()})
     if kind in ("record", "error"):
-        fields = [(f["name"], to_spark_converter(f["type"])) for f in schema["fields"]]
-        changed = [(name, c) for name, c in fields if c is not None]
-        if not changed:
-            return None
-
-        def record(value: dict[str, Any]) -> dict[str, Any]:
-            for name, convert in changed:
-                if value.get(name) is not None:
-                    value[name] = convert(value[name])
-            return value
-
-        return record
+        return _record_converter(schema, to_spark_converter)
     return None
 
 
@@ -186,19 +175,27 @@ def from_spark_converter(schema: Any) -> Converter | None:
             return lambda v: dict(v)
         return lambda v: {k: mapped(x) for k, x in v}
     if kind in ("record", "error"):
-        fields = [(f["name"], from_spark_converter(f["type"])) for f in schema["fields"]]
-        changed = [(name, c) for name, c in fields if c is not None]
-        if not changed:
-            return None
-
-        def record(value: dict[str, Any]) -> dict[str, Any]:
-            for name, convert in changed:
-                if value.get(name) is not None:
-                    value[name] = convert(value[name])
-            return value
-
-        return record
+        return _record_converter(schema, from_spark_converter)
     return None
+
+
+def _record_converter(
+    schema: dict[str, Any], field_converter: Callable[[Any], Converter | None]
+) -> Converter | None:
+    """Convert a record's fields in place with ``field_converter``'s function for each field
+    type, or ``None`` when no field needs converting."""
+    fields = [(f["name"], field_converter(f["type"])) for f in schema["fields"]]
+    changed = [(name, c) for name, c in fields if c is not None]
+    if not changed:
+        return None
+
+    def record(value: dict[str, Any]) -> dict[str, Any]:
+        for name, convert in changed:
+            if value.get(name) is not None:
+                value[name] = convert(value[name])
+        return value
+
+    return record
 
 
 def _where(row: int, *, capital: bool = False) -> str:
