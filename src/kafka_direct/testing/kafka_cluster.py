@@ -77,8 +77,16 @@ def kafka_jars(version: str = KAFKA_VERSION) -> list[Path]:
 
 
 def _cluster_id() -> str:
-    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (Kafka's Uuid)."""
-    return urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (Kafka's Uuid).
+
+    Never one that starts with '-': ``kafka-storage format -t -abc`` reads it as an option (one
+    id in 64 did, and failed a CI run). Kafka's own ``Uuid.randomUuid`` draws again for the same
+    reason.
+    """
+    while True:
+        cluster_id = urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 @dataclass
