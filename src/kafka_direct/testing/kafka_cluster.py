@@ -362,10 +362,11 @@ class KafkaCluster:
                 self._wait_all_registered(deadline)
             # Ready as a production cluster is: with __consumer_offsets created and loaded.
             remaining = max(deadline - time.monotonic(), 1.0)
-            if not group_coordinator_ready(self.bootstrap_servers, remaining):
+            problem = group_coordinator_ready(self.bootstrap_servers, remaining)
+            if problem is not None:
                 raise KafkaClusterError(
-                    f"The group coordinator did not answer within {self.startup_timeout_s:.0f} s;"
-                    f" see {', '.join(str(n.log_path) for n in self._nodes.values())}."
+                    f"The group coordinator did not answer within {self.startup_timeout_s:.0f} s "
+                    f"({problem}); see {', '.join(str(n.log_path) for n in self._nodes.values())}."
                 )
 
     def _wait_all_registered(self, deadline: float) -> None:
