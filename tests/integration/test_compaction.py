@@ -1,5 +1,6 @@
 """A topic that Apache Kafka's log cleaner really compacts, read across its gaps by a batch
-read and by a stream. On the session's Kafka broker (its cleaner backs off 1 s).
+read, by a stream and by a DStream (createDirectStream). On the session's Kafka broker (its
+cleaner backs off 1 s).
 
 Each round of writes goes into a segment of its own, without waiting: ``segment.ms=100`` and
 each round's CreateTimes are a second after the previous round's, and Kafka rolls a segment when
@@ -19,6 +20,9 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from kafka_direct.dstream.kafka_utils import KafkaUtils
+from kafka_direct.dstream.strategies import ConsumerStrategies, LocationStrategies
+from kafka_direct.offsets import OffsetRange
 from kafka_direct.testing.broker import create_topic
 from tests.integration.kafka_helpers import new_topic_name
 from tests.integration.streams import Collector, start
@@ -180,3 +184,38 @@ def test_a_stream_reads_the_compacted_topic_in_offset_ranges(
     assert got == EXPECTED
     # maxOffsetsPerTrigger counts offsets, gaps included: [0,4) [4,8) [8,12) [12,16).
     assert sink.sizes == [0, 2, 3, 4]
+
+
+def test_a_direct_stream_reads_the_compacted_topic_in_offset_ranges(
+    spark: Any, kafka_bootstrap: str, compacted_topic: str
+) -> None:
+    batches: list[tuple[list[OffsetRange], list[Row]]] = []
+
+    def keep(df: Any, ranges: list[OffsetRange]) -> None:
+        batches.append((ranges, _rows(df)))
+
+    params = {
+        "bootstrap.servers": kafka_bootstrap,
+        "group.id": new_topic_name("g"),
+        "auto.offset.reset": "earliest",
+    }
+    stream = KafkaUtils.createDirectStream(
+        spark,
+        LocationStrategies.PreferConsistent(),
+        ConsumerStrategies.Subscribe([compacted_topic], params),
+        batchInterval=0.5,
+        maxRatePerPartition=8,  # 4 offsets per half-second batch, gaps included
+    )
+    stream.foreachBatch(keep)
+    stream.start()
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while not any(row[0] == LOG_END - 1 for _, rows in batches for row in rows):
+            assert stream.exception() is None, stream.exception()
+            assert time.monotonic() < deadline, f"timed out; batches so far: {batches}"
+            time.sleep(0.2)
+    finally:
+        stream.stop(graceful=True)
+    assert sorted(row for _, rows in batches for row in rows) == EXPECTED
+    spans = [(r.from_offset, r.until_offset) for ranges, _ in batches for r in ranges if r.count()]
+    assert spans == [(0, 4), (4, 8), (8, 12), (12, 16)]
