@@ -83,8 +83,9 @@ def read_to_watermark(
 def test_produce_3000_records_to_3_partitions_are_all_read_up_to_the_watermark(
     kafka_bootstrap: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # Regression: 3,000 produced, 1,747 read. The embedded broker's log end is the start of the
-    # last batch (BROKER.md item 1); produce now ends every partition with a one-record batch.
+    # Regression: 3,000 produced, 1,747 read, on the embedded Tansu broker, whose log end is the
+    # start of the last batch. On Kafka the watermark is exact with ordinary batches: produce no
+    # longer ends each partition with a one-record batch.
     topic = _name("cli-3k")
     assert _produce(kafka_bootstrap, topic, "--records", "3000", "--partitions", "3") == 0
     captured = capsys.readouterr()
@@ -197,8 +198,8 @@ def test_produce_reports_records_that_time_out_when_the_broker_stops_answering(
             broker.resume()
         elapsed = time.monotonic() - began
     assert code == 1
-    # --timeout bounds each record's wait: 2 s of producing, 2 s for the last queued ones, 2 s
-    # for the held-back final record, and some slack; librdkafka's default would be 5 minutes.
+    # --timeout bounds each record's wait: 2 s of producing, 2 s for the last queued ones, and
+    # some slack; librdkafka's default would be 5 minutes.
     assert elapsed < 15
     err = capsys.readouterr().err
     last = err.splitlines()[-1]
@@ -311,8 +312,7 @@ def test_ctrl_c_on_produce_reports_what_was_delivered_and_exits_130(
     delivered = int(match[1])
     assert 0 < delivered < 100000
     assert out == ""
-    # "delivered" means in the topic: read them all back (no watermark: the run was cut short,
-    # so its last batch may be larger than one record).
+    # "delivered" means in the topic: read them all back.
     consumer = Consumer(
         {
             "bootstrap.servers": kafka_bootstrap,

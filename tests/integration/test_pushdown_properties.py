@@ -1,13 +1,13 @@
-"""Property test of filter pushdown through a real local Spark and the embedded broker: for random
+"""Property test of filter pushdown through a real local Spark and the session's broker: for random
 ``where`` clauses on partition, offset and timestamp (AND, OR, NOT, NULLs, boundaries, IN lists,
 <=>), with random starting and ending offsets, the query returns exactly the rows of the same
 query with ``pushdown.enabled=false``, and its tasks never read more.
 
 Spark splits the top-level ANDs and never pushes an OR: ORs are here so that pushdown is seen
-not to break what Spark alone applies. Timestamps narrow nothing on this broker (it answers
-every timestamp lookup with offset 0, BROKER.md item 7), so they check the translation and that
-timestamp filters stay with Spark; what they narrow is checked against a correct fake cluster in
-tests/unit/planning/test_pushdown_properties.py.
+not to break what Spark alone applies. On Apache Kafka timestamp bounds narrow the read through
+real timestamp lookups (on the embedded Tansu broker, which answers every lookup with offset 0,
+they narrow nothing). Layouts this test does not draw (out-of-order CreateTimes, LogAppendTime,
+aged-out logs) are checked at the planning level in tests/unit/planning/test_pushdown_properties.py.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 Each test here replaces a workaround for the embedded Tansu broker (docs/brokers.md) with the
 behaviour itself: aborted transactions filtered under read_committed, timestamp lookups,
-LogAppendTime topics, DeleteRecords, and partitions added under a running stream. They run on
+LogAppendTime topics, DeleteRecords, and partitions added under a running stream (retention and
+compaction: test_retention.py, test_compaction.py). They run on
 the session's Kafka broker (`kafka_bootstrap`), never in the Tansu smoke set.
 """
 
@@ -28,6 +29,10 @@ PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
 
 def _offsets(df: Any) -> list[int]:
     return sorted(r["offset"] for r in df.select("offset").collect())
+
+
+def _has(sink: Collector, record: Record) -> bool:
+    return any((r.partition, r.offset) == (record.partition, record.offset) for r in sink.rows)
 
 
 # -- aborted transactions ------------------------------------------------------------------------
@@ -193,6 +198,39 @@ def test_log_append_time_topics_carry_the_brokers_time(
     assert all(r["timestamp"].timestamp() * 1000 >= before_ms for r in rows)
 
 
+def test_an_upper_timestamp_bound_cuts_a_log_append_time_topic_on_the_broker(
+    spark: Any, reader: Any, kafka_bootstrap: str, make_topic: Any, task_stats_dir: Any
+) -> None:
+    """On a LogAppendTime topic timestamps grow with offsets, so an upper bound becomes a lookup
+    that ends the task's range (a CreateTime topic is never cut: a late record could follow)."""
+    topic = make_topic(config={"message.timestamp.type": "LogAppendTime"})
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    for i in range(5):
+        producer.produce(topic, f"first-{i}".encode())
+    assert producer.flush(30) == 0
+    first = reader(subscribe=topic).load().select("timestamp").collect()
+    latest_first = max(r["timestamp"] for r in first)
+    # The second batch must be appended at a later broker millisecond than the first (PySpark
+    # hands timestamps out as naive local times).
+    while dt.datetime.now() <= latest_first:
+        time.sleep(0.01)
+    for i in range(5):
+        producer.produce(topic, f"second-{i}".encode())
+    assert producer.flush(30) == 0
+    rows = reader(subscribe=topic).load().select("offset", "timestamp").collect()
+    second_ts = min(r["timestamp"] for r in rows if r["offset"] >= 5)
+    assert second_ts > latest_first
+    previous = spark.conf.get(PUSHDOWN)
+    spark.conf.set(PUSHDOWN, "true")
+    try:
+        since = time.time()
+        df = reader(subscribe=topic).load()
+        assert _offsets(df.where(df.timestamp < second_ts)) == [0, 1, 2, 3, 4]
+    finally:
+        spark.conf.set(PUSHDOWN, previous)
+    assert tasks_read(task_stats_dir, topic, since) == {(0, 0, 5): 5}
+
+
 # -- DeleteRecords -------------------------------------------------------------------------------
 
 
@@ -212,6 +250,20 @@ def test_delete_records_moves_the_earliest_offset(
     assert _offsets(reader(subscribe=topic, startingOffsets="earliest").load()) == list(
         range(4, 10)
     )
+
+
+def test_a_timestamp_lookup_after_delete_records_starts_at_the_new_log_start(
+    reader: Any, kafka_bootstrap: str, make_topic: Any
+) -> None:
+    """Kafka's lookup searches only what the log still holds: a timestamp older than every
+    record finds the new log start, not a deleted offset (so no data loss is reported)."""
+    topic = make_topic()
+    produce_known(kafka_bootstrap, topic, per_partition=10, base_ts_ms=BASE_TS_MS)
+    _delete_records(kafka_bootstrap, topic, 4)
+    df = reader(subscribe=topic, startingTimestamp=str(BASE_TS_MS)).load()
+    assert _offsets(df) == list(range(4, 10))
+    df = reader(subscribe=topic, startingTimestamp=str(BASE_TS_MS + 6)).load()
+    assert _offsets(df) == list(range(6, 10))
 
 
 @pytest.mark.parametrize("fail_on_data_loss", [True, False], ids=["fail", "skip"])
@@ -266,8 +318,8 @@ def test_records_deleted_under_a_running_stream(
             assert error is not None, "the query should have failed on data loss"
             assert f"Data loss on {topic}-0" in str(error)
         else:
-            wait_for(lambda: len(sink.rows) >= 7, query, what="the records left")
-            time.sleep(1)
+            # The last record read means every batch before it was delivered too.
+            wait_for(lambda: _has(sink, more[-1]), query, what="the last record")
             kept: list[Record] = first + [r for r in more if r.offset >= 8]
             assert sink.keys() == expected_keys(kept)
     finally:
@@ -295,8 +347,12 @@ def test_partitions_added_under_a_running_stream_are_read_from_their_start(
         records += produce_known(
             kafka_bootstrap, topic, per_partition=4, partitions=3, start_index=100
         )
-        wait_for(lambda: len(sink.rows) >= 17, query, what="the new partitions' records")
-        time.sleep(1)
+        last = [
+            max((r for r in records if r.partition == p), key=lambda r: r.offset) for p in range(3)
+        ]
+        wait_for(
+            lambda: all(_has(sink, r) for r in last), query, what="the new partitions' records"
+        )
     finally:
         query.stop()
     assert sink.keys() == expected_keys(records)

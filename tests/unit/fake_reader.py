@@ -1,8 +1,9 @@
 """An in-memory Kafka cluster and a fake :class:`kafka_direct.planning.reader.OffsetReader` over it.
 
-For unit tests of driver-side planning, which must not need a broker, and for what
-the embedded broker cannot do (docs/limits.md): answer timestamp lookups correctly, add
-partitions to a topic and age data out.
+For unit tests of driver-side planning, which must not need a broker: thousands of cluster
+states (timestamps, added partitions, aged-out data, faults) in milliseconds. What Apache Kafka
+itself answers is read end to end in tests/integration (test_real_kafka_behaviour.py,
+test_retention.py, test_compaction.py).
 
 The model::
 

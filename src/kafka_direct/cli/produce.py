@@ -5,20 +5,16 @@ a progress bar of *delivered* records. Every record's delivery report is checked
 exits 1 and names the causes when any record was not delivered, and it gives up on a cluster it
 cannot reach after ``--timeout`` seconds instead of waiting forever.
 
-Where records go, and why. The CLI places every record itself when it knows the topic's
-partition count (from metadata):
+Where records go. The CLI places every record itself when it knows the topic's partition
+count (from metadata):
 
 - keyless records (``words``, ``bytes``) go round-robin: record *i* to partition *i mod N*;
 - keyed records go where Java's producer and librdkafka's ``murmur2_random`` put them
   (``murmur2(key) & 0x7fffffff mod N``), so a key always lands in one partition.
 
-Knowing the partition, the CLI holds back each partition's latest record and sends it only after
-everything else was delivered, so every partition ends with a batch of exactly one record. That
-is the workaround for the embedded broker's watermark (docs/limits.md: its log end
-is the start of the last batch); on real Kafka it only costs one extra round trip. The number of
-records is exactly ``--records``. When the partition count is unknown (metadata reports an error
-for the topic), librdkafka's ``murmur2_random`` partitioner places the records and the last
-batches are not split; the delivery reports then say what went wrong.
+When the partition count is unknown (metadata reports an error for the topic), librdkafka's
+``murmur2_random`` partitioner places the records; the delivery reports then say what went
+wrong. The number of records is exactly ``--records``, in ordinary batches.
 """
 
 from __future__ import annotations
@@ -43,7 +39,7 @@ from kafka_direct.kafka.logs import client_hooks
 from kafka_direct.producer.partitioning import murmur2_partition
 from kafka_direct.testing.samples import WORDS
 
-__all__ = ["Deliveries", "HoldBack", "add_produce_subcommand", "place"]
+__all__ = ["Deliveries", "add_produce_subcommand", "place"]
 
 log = logging.getLogger(__name__)
 
@@ -90,27 +86,6 @@ def place(index: int, key: bytes | None, partitions: int | None) -> int:
     if key is not None:
         return murmur2_partition(key, partitions)
     return index % partitions
-
-
-class HoldBack:
-    """Holds back the newest record of each partition, so it can be sent last and alone.
-
-    ``push`` returns the record to send now (the one it replaces), ``held`` what is left at the
-    end: one record per partition that received any, in partition order.
-    """
-
-    def __init__(self) -> None:
-        self._held: dict[int, Record] = {}
-
-    def push(self, partition: int, record: Record) -> Record | None:
-        if partition < 0:  # the partitioner decides: nothing to hold back for
-            return record
-        previous = self._held.get(partition)
-        self._held[partition] = record
-        return previous
-
-    def held(self) -> list[tuple[int, Record]]:
-        return sorted(self._held.items())
 
 
 class Deliveries:
@@ -317,16 +292,12 @@ class _Run:
         self.bar.close()
 
     def produce_all(self, partitions: int | None) -> int:
-        """Send ``--records`` records, each partition's last one alone; see the module docstring."""
+        """Send ``--records`` records; the number still without a delivery report at the end."""
         args = self.args
         make = _payloads(args.kind, args.size, random.Random(args.seed))
-        holdback = HoldBack()
         for i in range(args.records):
             key, value = make(i)
-            partition = place(i, key, partitions)
-            ready = holdback.push(partition, (key, value))
-            if ready is not None:
-                self.send(partition, ready)
+            self.send(place(i, key, partitions), (key, value))
             if args.rate:
                 ahead = (i + 1) / args.rate - (time.monotonic() - self.began)
                 if ahead > 0:
@@ -336,11 +307,6 @@ class _Run:
                 self._polled = now
                 self.producer.poll(0)  # serve delivery reports, so the bar counts them
                 self.progress()
-        self.drain()
-        # Sent even if some records are still unconfirmed: the count stays exactly --records,
-        # and their delivery reports decide success like any other record's.
-        for partition, record in holdback.held():
-            self.send(partition, record)
         return self.drain()
 
 

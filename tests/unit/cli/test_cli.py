@@ -23,7 +23,7 @@ from kafka_direct.cli import produce as cli_tools
 from kafka_direct.cli.common import CLIENT_LOG
 from kafka_direct.cli.lag import CLEAR_SCREEN, _lag
 from kafka_direct.cli.offsets import resolve_reset
-from kafka_direct.cli.produce import Deliveries, HoldBack, _payloads, _produce, place
+from kafka_direct.cli.produce import Deliveries, _payloads, _produce, place
 from kafka_direct.errors import ConfigurationError, KafkaClientError
 from kafka_direct.kafka.lag import LagRow
 from kafka_direct.kafka.logs import LIBRDKAFKA_LOG
@@ -72,15 +72,6 @@ def test_place_is_round_robin_without_a_key_by_hash_with_one_else_left_to_librdk
     assert [place(i, b"item1", 3) for i in range(3)] == [1, 1, 1]
     assert place(5, None, None) == -1
     assert place(5, b"item1", None) == -1
-
-
-def test_hold_back_keeps_the_newest_record_of_each_partition_for_the_end() -> None:
-    hold = HoldBack()
-    sent = [hold.push(p, (None, str(i).encode())) for i, p in enumerate([0, 1, 0, 2, 0, 1])]
-    assert sent == [None, None, (None, b"0"), None, (None, b"2"), (None, b"1")]
-    assert hold.held() == [(0, (None, b"4")), (1, (None, b"5")), (2, (None, b"3"))]
-    # Unplaced records (the partitioner decides) cannot be held back for a partition.
-    assert hold.push(-1, (None, b"x")) == (None, b"x")
 
 
 def test_deliveries_count_per_partition_and_name_each_distinct_cause() -> None:
@@ -203,9 +194,9 @@ def _run_produce(
     return SimpleNamespace(code=code, out=out.getvalue(), err=err.getvalue(), fake=made[0])
 
 
-def test_produce_sends_each_partitions_last_record_alone_after_everything_else_is_delivered() -> (
-    None
-):
+def test_produce_sends_every_record_in_order_round_robin_then_flushes_once() -> None:
+    # No partition ends with a record held back and sent alone: that was a workaround for the
+    # embedded Tansu broker's watermark, which the library and its CLI no longer carry.
     run = _run_produce(
         lambda c: FakeProducer(c, {"t": _topic(3)}),
         *("--records", "10", "--kind", "bytes", "--size", "4"),
@@ -214,21 +205,8 @@ def test_produce_sends_each_partitions_last_record_alone_after_everything_else_i
     make = _payloads("bytes", 4, random.Random(42))
     index = {make(i)[1]: i for i in range(10)}
     order = ["flush" if what == "flush" else (index[rec[2]], rec[0]) for what, rec in run.fake.log]
-    # Round-robin: p0 gets 0 3 6 9, p1 1 4 7, p2 2 5 8; the last of each waits for a flush.
-    assert order == [
-        (0, 0),
-        (1, 1),
-        (2, 2),
-        (3, 0),
-        (4, 1),
-        (5, 2),
-        (6, 0),
-        "flush",
-        (9, 0),
-        (7, 1),
-        (8, 2),
-        "flush",
-    ]
+    # Round-robin: p0 gets 0 3 6 9, p1 1 4 7, p2 2 5 8.
+    assert order == [(i, i % 3) for i in range(10)] + ["flush"]
     assert run.code == 0
     assert run.out.startswith("Delivered 10 records to topic 't' in ")
     assert run.out.endswith(" s (per partition: 0=4 1=3 2=3)\n")

@@ -4,8 +4,10 @@ The consumer is the librdkafka-like fake of ``tests/unit/fakes.py``: one partiti
 data records, transaction markers, aborted records and compacted-away offsets; ``consume(n,
 timeout)`` that waits (simulated, on a fake clock) whenever it has fewer than ``n`` events; EOF
 events once per arrival at the log end; ``_AUTO_OFFSET_RESET`` when the position is outside the
-log. The embedded broker does not filter aborted records and never compacts, so read_committed
-filtering and compacted gaps are tested here.
+log. What the fake models of librdkafka and the broker (read_committed filtering, compaction,
+retention) is read for real on Apache Kafka in tests/integration (test_real_kafka_behaviour.py,
+test_transactions_and_discovery.py, test_compaction.py, test_retention.py); here it drives the
+fetch loop's own logic: waits, queue reuse, stale EOFs and skip-ahead around gaps.
 
 Gap cases are the four shapes of SPARK-25005 (docs/architecture.md), plus compaction.
 """
@@ -318,41 +320,6 @@ def test_whole_consume_batch_of_invisible_records(
     assert offsets(batches) == [0, 1, 2, 3, 4, 15, 16, 17, 18, 19]
     assert any(c.events == [] for c in fake.calls), "premise: a consume came back empty"
     assert_asked_at_most_what_remains(fake.calls, 20, 1000)
-
-
-# --- isolation -------------------------------------------------------------------------------
-
-# offset: 0 1 2 3 4 5 6 7 8 9 10 11 12 13
-# layout: D D A A A M D D M D A  M  D  D    (aborted txn 2-4 + marker 5, committed txn 6-7 + 8)
-TXN_LAYOUT = "DDAAAMDDMDAMDD"
-
-
-@pytest.mark.parametrize(
-    ("isolation", "frm", "until", "expected"),
-    [
-        ("read_committed", 0, 14, [0, 1, 6, 7, 9, 12, 13]),
-        ("read_uncommitted", 0, 14, [0, 1, 2, 3, 4, 6, 7, 9, 10, 12, 13]),
-        ("read_committed", 2, 6, []),
-        ("read_uncommitted", 2, 6, [2, 3, 4]),
-        ("read_committed", 1, 11, [1, 6, 7, 9]),
-        ("read_uncommitted", 1, 11, [1, 2, 3, 4, 6, 7, 9, 10]),
-        ("read_committed", 10, 12, []),
-    ],
-)
-def test_isolation_level_decides_whether_aborted_records_are_returned(
-    kafka: Callable[..., FakeConsumer],
-    isolation: str,
-    frm: int,
-    until: int,
-    expected: list[int],
-) -> None:
-    """librdkafka drops aborted records under read_committed; Spark returns them otherwise."""
-    fake = kafka(FakeLog.from_layout(TXN_LAYOUT), isolation_level=isolation)
-
-    batches = read(fake, frm, until)
-
-    assert offsets(batches) == expected
-    assert [r["value"] for r in rows(batches)] == [default_value(o) for o in expected]
 
 
 # --- batch size --------------------------------------------------------------------------------

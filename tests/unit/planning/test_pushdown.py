@@ -1,6 +1,6 @@
 """Unit tests for kafka_direct.planning.pushdown, the rules, and the batch planner that applies
-them. No broker, no Spark: the cluster is a FakeCluster, which (unlike the embedded broker and
-librdkafka's mock cluster) answers timestamp lookups as Kafka does.
+them. No broker, no Spark: the cluster is a FakeCluster, which answers timestamp lookups as
+Kafka does (the narrowed reads on real Kafka: tests/integration/test_real_kafka_behaviour.py).
 """
 
 from __future__ import annotations

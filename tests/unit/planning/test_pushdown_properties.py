@@ -3,8 +3,9 @@
 random filters as Spark pushes them, the rows of the pushed plan that pass the filters Spark
 still applies are exactly the rows of the plan without pushdown that pass every filter.
 
-The cluster is a FakeCluster: the embedded broker answers every timestamp lookup with 0, and
-librdkafka's mock cluster with -1 (BROKER.md), so this is where timestamp narrowing is checked.
+The cluster is a FakeCluster, so that thousands of random layouts cost no broker; the same
+property through Spark and real Kafka timestamp lookups is tests/integration/
+test_pushdown_properties.py.
 The filters' meaning comes from ``sql_truth`` below, written apart from the module under test.
 No broker, no Spark session (only PySpark's filter classes).
 """

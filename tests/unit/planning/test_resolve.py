@@ -1,8 +1,10 @@
 """Unit tests for kafka_direct.planning.resolve through plan_batch_read (``spark.read``): where a
 bounded read starts and ends, against an in-memory cluster. No broker, no Spark.
 
-Timestamp options are tested only here: the embedded broker answers every timestamp lookup with
-offset 0 (BROKER.md item 7). Options are given as the strings a user would pass to ``.option()``.
+The cluster's timestamp lookups are answered as Kafka answers them; what Kafka itself answers
+(after retention too) is read end to end in tests/integration/test_real_kafka_behaviour.py. Here:
+how the planner turns the answers into ranges. Options are given as the strings a user would
+pass to ``.option()``.
 """
 
 from __future__ import annotations
@@ -287,14 +289,6 @@ def test_by_timestamp_json_must_cover_every_partition(stamped: FakeCluster) -> N
     with pytest.raises(ConfigurationError, match="no entry for t-1") as err:
         plan(stamped, {"subscribe": "t", "startingOffsetsByTimestamp": '{"t": {"0": 100}}'})
     assert err.value.option == "startingOffsetsByTimestamp"
-
-
-def test_timestamp_lookup_skips_records_that_aged_out(stamped: FakeCluster) -> None:
-    stamped.age_out("t", 0, 2)
-    assert spans(plan(stamped, {"subscribe": "t", "startingTimestamp": "100"})) == [
-        ("t-0", 2, 4),
-        ("t-1", 0, 2),
-    ]
 
 
 @pytest.mark.parametrize(
