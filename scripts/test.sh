@@ -22,13 +22,15 @@ fi
 # The suite mostly waits on brokers, triggers and subprocesses, so two pytest workers share the
 # 2 cores well (--dist loadfile keeps a file's module fixtures in one process). Each worker
 # starts one Kafka node for its session; tests make their own topics. Tests marked "serial"
-# (timing-sensitive or CPU-heavy: the fault suite, the receiver streams) then run alone.
-# KAFKA_DIRECT_TEST_WORKERS=0 runs the first part in this process too.
+# (timing-sensitive or CPU-heavy: the fault suite, the receiver streams, the driver SIGKILLs)
+# then run apart from the bulk: two files at a time, each on its own worker and Kafka node,
+# since they mostly wait on subprocess drivers and brokers (they passed so at load average 17).
+# KAFKA_DIRECT_TEST_WORKERS=0 runs both parts in this process, one test at a time.
 workers="${KAFKA_DIRECT_TEST_WORKERS:-2}"
 status=0
 python -m pytest -n "$workers" --dist loadfile -m "not serial" "$@" || status=$?
 serial=0
-python -m pytest -m serial "$@" || serial=$?
+python -m pytest -n "$workers" --dist loadfile -m serial "$@" || serial=$?
 # 5: no test selected (e.g. scripts/test.sh tests/unit), which is not a failure of this part.
 if [ "$serial" -ne 0 ] && [ "$serial" -ne 5 ]; then status=$serial; fi
 if [ "$status" -eq 5 ] && [ "$serial" -eq 0 ]; then status=0; fi
