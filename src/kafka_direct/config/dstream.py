@@ -1,33 +1,40 @@
-"""The DStream-style API's configuration: ``kafkaParams``, rates, and the batch-source options a
-stream passes on; for the receiver stream (``createStream``) its arguments and the receivers'
-consumer config. Pure: plain library (no Spark, no Kafka client), used by the Spark driver.
+"""The DStream-style API's configuration, checked before Spark is touched: ``kafkaParams``
+(judged by :func:`kafka_direct.config.reader.kafka_params`, as the source's ``kafka.*`` options
+are), ``createDirectStream``'s and ``createRDD``'s arguments with the batch-source options a
+stream passes on, and ``createStream``'s arguments. Pure: plain library (no Spark, no Kafka
+client), used by the Spark driver. The clients' configs are built in
+:mod:`~kafka_direct.config.clients`.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from kafka_direct.config.clients import executor_consumer_config
+from kafka_direct.config.clients import receiver_consumer_config
 from kafka_direct.config.defaults import SOURCE_OWNED_KAFKA_KEYS
-from kafka_direct.config.kafka import KafkaConfig, redact, refuse_jvm_settings
+from kafka_direct.config.kafka import KafkaConfig
+from kafka_direct.config.reader import kafka_params
 from kafka_direct.config.source import SourceOptions, parse_source_options
-from kafka_direct.errors import ConfigurationError, UnsupportedKafkaOptionError
-from kafka_direct.offsets import TopicPartition
+from kafka_direct.errors import ConfigurationError
+from kafka_direct.offsets import OffsetRange, TopicPartition
 
 __all__ = [
     "AutoOffsetReset",
+    "Backpressure",
+    "DirectStreamConfig",
     "RateFunction",
     "ReceiverStreamConfig",
+    "direct_stream_config",
     "non_negative",
     "positive",
-    "probe_consumer_config",
     "rate_function",
-    "receiver_consumer_config",
+    "rdd_ranges",
     "receiver_stream_config",
+    "require_instance",
     "stream_source_options",
     "validate_params",
 ]
@@ -51,6 +58,7 @@ _RESET_VALUES: dict[str, AutoOffsetReset] = {
 
 #: Keys the stream handles itself (the rest of SOURCE_OWNED_KAFKA_KEYS is refused as in the source).
 _STREAM_KEYS = {"auto.offset.reset", "enable.auto.commit", "group.id"}
+_OWNED = {k: v for k, v in SOURCE_OWNED_KAFKA_KEYS.items() if k not in _STREAM_KEYS}
 
 
 def validate_params(
@@ -63,14 +71,13 @@ def validate_params(
     if not isinstance(params, Mapping):
         raise ConfigurationError("kafkaParams", type(params).__name__, "a dict of librdkafka keys")
     config = {str(k): _param_text(v) for k, v in params.items() if v is not None}
-    refuse_jvm_settings(config, prefix="")
-    if not config.get("bootstrap.servers", "").strip():
-        raise ConfigurationError(
-            "bootstrap.servers",
-            config.get("bootstrap.servers"),
-            "a comma-separated list of host:port",
-            "Add 'bootstrap.servers': 'host1:9092,host2:9092' to kafkaParams.",
-        )
+    kafka_params(
+        config,
+        owned=_OWNED,
+        owner="stream",
+        prefix="",
+        bootstrap_fix="Add 'bootstrap.servers': 'host1:9092,host2:9092' to kafkaParams.",
+    )
     group = config.get("group.id", "").strip()
     if not group and require_group:
         raise ConfigurationError(
@@ -94,13 +101,6 @@ def validate_params(
         raise ConfigurationError(
             "auto.offset.reset", config["auto.offset.reset"], "'earliest', 'latest' or 'none'"
         )
-    for key, value in config.items():
-        if key in SOURCE_OWNED_KAFKA_KEYS and key not in _STREAM_KEYS:
-            shown = redact({key: value})[key]
-            raise UnsupportedKafkaOptionError(key, shown, SOURCE_OWNED_KAFKA_KEYS[key])
-    level = config.get("isolation.level")
-    if level is not None and level not in ("read_committed", "read_uncommitted"):
-        raise ConfigurationError("isolation.level", level, "'read_committed' or 'read_uncommitted'")
     kafka = KafkaConfig({k: v for k, v in config.items() if k not in _STREAM_KEYS})
     return kafka, group, _RESET_VALUES[raw_reset]
 
@@ -151,15 +151,6 @@ def stream_source_options(raw: Mapping[str, str] | None) -> SourceOptions:
     return parse_source_options(probe, streaming=False)
 
 
-def probe_consumer_config(kafka: Mapping[str, str]) -> dict[str, str]:
-    """A consumer config like the executors' for ``kafka``, to let librdkafka check it."""
-    return executor_consumer_config(
-        kafka,
-        group_id="kafka-direct-config-check",
-        isolation_level=kafka.get("isolation.level", "read_uncommitted"),
-    )
-
-
 def rate_function(value: float | Mapping[Any, float] | RateFunction | None) -> RateFunction:
     if value is None:
         return lambda _tp: 0.0
@@ -199,6 +190,126 @@ def non_negative(name: str, value: object) -> float:
     return float(value)
 
 
+# -- the direct stream (createDirectStream, createRDD) ------------------------------------------
+
+
+@dataclass(frozen=True)
+class Backpressure:
+    """The PID rate estimator's terms (``spark.streaming.backpressure.pid.*``), checked."""
+
+    proportional: float
+    integral: float
+    derivative: float
+    min_rate: float
+
+
+@dataclass(frozen=True)
+class DirectStreamConfig:
+    """``createDirectStream``'s arguments, checked: the stream is assembled from this."""
+
+    batch_interval_s: float
+    max_rate: RateFunction
+    min_rate: int
+    #: None: no backpressure.
+    backpressure: Backpressure | None
+    initial_rate: float
+    fail_on_data_loss: bool
+    failure_policy: Literal["stop", "retry"]
+    max_retries: int
+    retry_interval_s: float
+    retained_batches: int
+    #: The batch-source options passed on, validated (and as given, for the batch reads).
+    source: SourceOptions
+    source_options: Mapping[str, str]
+
+    @property
+    def batch_options(self) -> dict[str, str]:
+        """The options of every batch read: those passed on, and ``failOnDataLoss``."""
+        return {**self.source_options, "failOnDataLoss": str(self.fail_on_data_loss).lower()}
+
+
+def require_instance(name: str, value: object, cls: type, expected: str) -> None:
+    """Refuse an argument that is not a ``cls`` (the API's own objects: strategies, stores)."""
+    if not isinstance(value, cls):
+        raise ConfigurationError(name, value, expected)
+
+
+def direct_stream_config(
+    *,
+    batch_interval: object,
+    max_rate_per_partition: float | Mapping[Any, float] | RateFunction | None,
+    min_rate_per_partition: object,
+    backpressure: bool,
+    initial_rate: object,
+    pid_proportional: object,
+    pid_integral: object,
+    pid_derivative: object,
+    pid_min_rate: object,
+    fail_on_data_loss: bool,
+    failure_policy: object,
+    max_retries: object,
+    retry_interval: object,
+    source_options: Mapping[str, str] | None,
+    retained_batches: object,
+) -> DirectStreamConfig:
+    """Check ``createDirectStream``'s arguments; each error names the argument and the fix."""
+    interval = positive("batchInterval", batch_interval, "seconds")
+    if not isinstance(min_rate_per_partition, int) or min_rate_per_partition < 1:
+        raise ConfigurationError("minRatePerPartition", min_rate_per_partition, "an integer >= 1")
+    initial = non_negative("initialRate", initial_rate)
+    if initial > 0 and not backpressure:
+        raise ConfigurationError(
+            "initialRate",
+            initial_rate,
+            "no initial rate without backpressure",
+            "initialRate is the rate before backpressure has an estimate (as "
+            "spark.streaming.backpressure.initialRate); pass backpressure=True, or use "
+            "maxRatePerPartition for a fixed limit.",
+        )
+    pid = None
+    if backpressure:
+        pid = Backpressure(
+            non_negative("pidProportional", pid_proportional),
+            non_negative("pidIntegral", pid_integral),
+            non_negative("pidDerivative", pid_derivative),
+            positive("pidMinRate", pid_min_rate, "records per second"),
+        )
+    if failure_policy not in ("stop", "retry"):
+        raise ConfigurationError("failurePolicy", failure_policy, "'stop' or 'retry'")
+    retries = _count("maxRetries", max_retries, minimum=0)
+    retry_s = interval if retry_interval is None else non_negative("retryInterval", retry_interval)
+    retained = _count("retainedBatches", retained_batches, minimum=1)
+    return DirectStreamConfig(
+        batch_interval_s=interval,
+        max_rate=rate_function(max_rate_per_partition),
+        min_rate=min_rate_per_partition,
+        backpressure=pid,
+        initial_rate=initial,
+        fail_on_data_loss=fail_on_data_loss,
+        failure_policy="stop" if failure_policy == "stop" else "retry",
+        max_retries=retries,
+        retry_interval_s=retry_s,
+        retained_batches=retained,
+        source=stream_source_options(source_options),
+        source_options=dict(source_options or {}),
+    )
+
+
+def rdd_ranges(offset_ranges: Iterable[object]) -> list[OffsetRange]:
+    """``createRDD``'s ranges: ``OffsetRange`` objects only."""
+    ranges = list(offset_ranges)
+    bad = [r for r in ranges if not isinstance(r, OffsetRange)]
+    if bad:
+        raise ConfigurationError("offsetRanges", bad[0], "OffsetRange objects")
+    return [r for r in ranges if isinstance(r, OffsetRange)]
+
+
+def _count(name: str, value: object, *, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigurationError(name, value, f"an integer >= {minimum}")
+    return value
+
+
 # -- the receiver stream (createStream) ------------------------------------------------------
 
 #: Spark's ``spark.streaming.blockInterval``: how often a receiver closes a block.
@@ -225,6 +336,15 @@ class ReceiverStreamConfig:
     block_interval_s: float
     include_headers: bool
     retained_batches: int
+
+    def consumer_config(self, receiver_id: int) -> dict[str, str]:
+        """librdkafka consumer config of receiver ``receiver_id``: a member of ``group``."""
+        return receiver_consumer_config(
+            self.kafka,
+            group=self.group,
+            auto_offset_reset=_LIBRDKAFKA_RESET[self.auto_offset_reset],
+            receiver_id=receiver_id,
+        )
 
 
 def receiver_stream_config(
@@ -359,34 +479,4 @@ def _wal_dir(value: object, durable: bool) -> str | None:
 
 
 def _positive_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigurationError(name, value, "an integer >= 1")
-    return value
-
-
-def receiver_consumer_config(config: ReceiverStreamConfig, receiver_id: int) -> dict[str, str]:
-    """librdkafka consumer config of one receiver: a member of the user's group."""
-    settings = dict(config.kafka)
-    tunables = {
-        # The prefetch queue is most of a receiver's memory: bounded, so that memory stays flat
-        # however far the stream falls behind (librdkafka's default allows 64 MB).
-        "queued.max.messages.kbytes": "16384",
-        # Default 1000 ms: a receiver that drains its queue quickly must not stall for that long.
-        "fetch.queue.backoff.ms": "10",
-        "client.id": f"kafka-direct-receiver-{receiver_id}",
-    }
-    for key, value in tunables.items():
-        settings.setdefault(key, value)
-    settings.update(
-        {
-            # The user's group: Kafka assigns the receivers partitions and keeps their offsets.
-            "group.id": config.group,
-            # A block's offsets are committed by the receiver, after the block is logged.
-            "enable.auto.commit": "false",
-            "enable.auto.offset.store": "false",
-            "auto.offset.reset": _LIBRDKAFKA_RESET[config.auto_offset_reset],
-            # As Spark's Java consumer (librdkafka defaults to read_committed).
-            "isolation.level": config.kafka.get("isolation.level", "read_uncommitted"),
-        }
-    )
-    return settings
+    return _count(name, value, minimum=1)

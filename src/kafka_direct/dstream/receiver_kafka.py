@@ -21,7 +21,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as CkTopicPartition
 
-from kafka_direct.config.dstream import ReceiverStreamConfig, receiver_consumer_config
+from kafka_direct.config.dstream import ReceiverStreamConfig
 from kafka_direct.consumer.rows import ARROW_SCHEMA, ARROW_SCHEMA_WITH_HEADERS
 from kafka_direct.dstream.receiver import Receiver, ReceiverSpec
 from kafka_direct.dstream.receiver_control import ReceiverSignals, ReceiverStatus, write_status
@@ -46,7 +46,7 @@ _DENIED = {
 
 
 def new_consumer(config: ReceiverStreamConfig, receiver: int) -> Any:
-    settings = receiver_consumer_config(config, receiver)
+    settings = config.consumer_config(receiver)
     events = ClientEvents(f"Receiver {receiver} of group '{config.group}'")
     try:
         return Consumer({**settings, **client_hooks(events)})

@@ -35,7 +35,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from kafka_direct.config.dstream import ReceiverStreamConfig, receiver_consumer_config
+from kafka_direct.config.dstream import ReceiverStreamConfig
 from kafka_direct.dstream.receiver import ReceiverSpec
 from kafka_direct.dstream.receiver_control import (
     DriverBeacon,
@@ -329,7 +329,7 @@ def check_kafka(config: ReceiverStreamConfig) -> None:
     from kafka_direct.kafka.admin import check_consumer_config
     from kafka_direct.kafka.offset_reader import AdminOffsetReader
 
-    check_consumer_config(receiver_consumer_config(config, 0), config.kafka)
+    check_consumer_config(config.consumer_config(0), config.kafka)
     reader = AdminOffsetReader(config.kafka)
     try:
         reader.connect()

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from kafka_direct.config.dstream import receiver_consumer_config, receiver_stream_config
+from kafka_direct.config.dstream import receiver_stream_config
 from kafka_direct.dstream.kafka_utils import KafkaUtils
 from kafka_direct.errors import ConfigurationError, UnsupportedKafkaOptionError
 
@@ -98,7 +98,7 @@ def test_defaults_and_spark_shapes() -> None:
 
 def test_receivers_are_members_of_the_users_group_that_never_auto_commit() -> None:
     c = config({**PARAMS, "auto.offset.reset": "none", "queued.max.messages.kbytes": "1024"})
-    settings = receiver_consumer_config(c, 3)
+    settings = c.consumer_config(3)
     assert settings["group.id"] == "g"
     assert settings["enable.auto.commit"] == "false"
     assert settings["auto.offset.reset"] == "error"  # librdkafka's 'none'
