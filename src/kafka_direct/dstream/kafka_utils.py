@@ -28,7 +28,7 @@ from kafka_direct.config.dstream import (
     validate_params,
 )
 from kafka_direct.dstream.planner import DirectStreamPlanner
-from kafka_direct.dstream.receiver_stream import ReceiverKafkaStream
+from kafka_direct.dstream.receiver.stream import ReceiverKafkaStream
 from kafka_direct.dstream.strategies import ConsumerStrategy, LocationStrategy, warn_if_ignored
 from kafka_direct.dstream.stream import DirectKafkaStream, FailurePolicy, JobControl
 from kafka_direct.errors import ConfigurationError

@@ -117,7 +117,7 @@ def test_create_stream_checks_its_arguments_before_touching_spark() -> None:
 
 
 def test_spark_connect_is_refused_at_start_naming_the_alternative() -> None:
-    from kafka_direct.dstream.receiver_supervisor import ReceiverSupervisor
+    from kafka_direct.dstream.receiver.supervisor import ReceiverSupervisor
 
     class ConnectSession:
         @property

@@ -36,15 +36,15 @@ from collections.abc import Callable
 from typing import Any
 
 from kafka_direct.config.dstream import ReceiverStreamConfig
-from kafka_direct.dstream.receiver import ReceiverSpec
-from kafka_direct.dstream.receiver_control import (
+from kafka_direct.dstream.receiver.control import (
     DriverBeacon,
     ReceiverStatus,
     check_probe,
     read_status,
     write_probe,
 )
-from kafka_direct.dstream.receiver_policy import (
+from kafka_direct.dstream.receiver.loop import ReceiverSpec
+from kafka_direct.dstream.receiver.policy import (
     IdleWatch,
     RestartPolicy,
     SlotLedger,
@@ -244,7 +244,7 @@ class ReceiverSupervisor:
                 log.warning("Could not write the driver's heartbeat in %s: %s", self.root, exc)
 
     def _supervise(self, index: int) -> None:
-        from kafka_direct.dstream.receiver_kafka import receiver_task
+        from kafka_direct.dstream.receiver.client import receiver_task
 
         self._sc.addJobTag(self._tag)
         self._sc.setLocalProperty(
