@@ -27,11 +27,13 @@ PACKAGE = Path(kafka_direct.__file__).parent
 #: Packages and modules that must stay free of pyspark and confluent_kafka.
 PURE = [
     "kafka_direct.config",
+    "kafka_direct.config.bounds",
     "kafka_direct.config.clients",
     "kafka_direct.config.defaults",
     "kafka_direct.config.dstream",
     "kafka_direct.config.kafka",
     "kafka_direct.config.reader",
+    "kafka_direct.config.receiver",
     "kafka_direct.redaction",
     "kafka_direct.config.sink",
     "kafka_direct.config.source",

@@ -1,20 +1,18 @@
 """The DStream-style API's configuration, checked before Spark is touched: ``kafkaParams``
 (judged by :func:`kafka_direct.config.reader.kafka_params`, as the source's ``kafka.*`` options
-are), ``createDirectStream``'s and ``createRDD``'s arguments with the batch-source options a
-stream passes on, and ``createStream``'s arguments. Pure: plain library (no Spark, no Kafka
-client), used by the Spark driver. The clients' configs are built in
+are), and ``createDirectStream``'s and ``createRDD``'s arguments with the batch-source options
+a stream passes on (``createStream``'s are in :mod:`~kafka_direct.config.receiver`). Pure: plain
+library (no Spark, no Kafka client), used by the Spark driver. The clients' configs are built in
 :mod:`~kafka_direct.config.clients`.
 """
 
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from kafka_direct.config.clients import receiver_consumer_config
 from kafka_direct.config.defaults import SOURCE_OWNED_KAFKA_KEYS
 from kafka_direct.config.kafka import KafkaConfig
 from kafka_direct.config.reader import kafka_params
@@ -27,13 +25,13 @@ __all__ = [
     "Backpressure",
     "DirectStreamConfig",
     "RateFunction",
-    "ReceiverStreamConfig",
     "direct_stream_config",
+    "integer_at_least",
     "non_negative",
+    "param_text",
     "positive",
     "rate_function",
     "rdd_ranges",
-    "receiver_stream_config",
     "require_instance",
     "stream_source_options",
     "validate_params",
@@ -70,7 +68,7 @@ def validate_params(
     """
     if not isinstance(params, Mapping):
         raise ConfigurationError("kafkaParams", type(params).__name__, "a dict of librdkafka keys")
-    config = {str(k): _param_text(v) for k, v in params.items() if v is not None}
+    config = {str(k): param_text(v) for k, v in params.items() if v is not None}
     kafka_params(
         config,
         owned=_OWNED,
@@ -105,7 +103,8 @@ def validate_params(
     return kafka, group, _RESET_VALUES[raw_reset]
 
 
-def _param_text(value: object) -> str:
+def param_text(value: object) -> str:
+    """A ``kafkaParams`` value as librdkafka's text."""
     # Scala's kafkaParams are Map[String, Object]: accept ints and booleans the same way.
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -276,9 +275,9 @@ def direct_stream_config(
         )
     if failure_policy not in ("stop", "retry"):
         raise ConfigurationError("failurePolicy", failure_policy, "'stop' or 'retry'")
-    retries = _count("maxRetries", max_retries, minimum=0)
+    retries = integer_at_least("maxRetries", max_retries, minimum=0)
     retry_s = interval if retry_interval is None else non_negative("retryInterval", retry_interval)
-    retained = _count("retainedBatches", retained_batches, minimum=1)
+    retained = integer_at_least("retainedBatches", retained_batches, minimum=1)
     return DirectStreamConfig(
         batch_interval_s=interval,
         max_rate=rate_function(max_rate_per_partition),
@@ -304,179 +303,8 @@ def rdd_ranges(offset_ranges: Iterable[object]) -> list[OffsetRange]:
     return [r for r in ranges if isinstance(r, OffsetRange)]
 
 
-def _count(name: str, value: object, *, minimum: int) -> int:
+def integer_at_least(name: str, value: object, *, minimum: int) -> int:
+    """An integer argument (never a bool) >= ``minimum``."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigurationError(name, value, f"an integer >= {minimum}")
     return value
-
-
-# -- the receiver stream (createStream) ------------------------------------------------------
-
-#: Spark's ``spark.streaming.blockInterval``: how often a receiver closes a block.
-DEFAULT_BLOCK_INTERVAL_S = 0.2
-
-#: librdkafka's spelling of the reset policy the receivers' consumers get.
-_LIBRDKAFKA_RESET = {"earliest": "earliest", "latest": "latest", "none": "error"}
-
-
-@dataclass(frozen=True)
-class ReceiverStreamConfig:
-    """``createStream``'s arguments, checked. Small and picklable: receivers get a copy."""
-
-    kafka: KafkaConfig  # the user's client settings, without the keys the receivers own
-    group: str
-    auto_offset_reset: AutoOffsetReset
-    topics: tuple[str, ...]
-    batch_interval_s: float
-    num_receivers: int
-    write_ahead_log: bool
-    wal_dir: str | None  # None: a scratch directory made at start (only without the WAL)
-    max_rate_per_receiver: float  # records/s per receiver; 0 = no limit
-    max_pending_blocks: int
-    block_interval_s: float
-    include_headers: bool
-    retained_batches: int
-
-    def consumer_config(self, receiver_id: int) -> dict[str, str]:
-        """librdkafka consumer config of receiver ``receiver_id``: a member of ``group``."""
-        return receiver_consumer_config(
-            self.kafka,
-            group=self.group,
-            auto_offset_reset=_LIBRDKAFKA_RESET[self.auto_offset_reset],
-            receiver_id=receiver_id,
-        )
-
-
-def receiver_stream_config(
-    params: Mapping[str, Any],
-    topics: object,
-    *,
-    batch_interval: object,
-    num_receivers: object,
-    write_ahead_log: object,
-    wal_dir: object,
-    max_rate_per_receiver: object,
-    max_pending_blocks: object,
-    block_interval: object,
-    include_headers: object,
-    retained_batches: object,
-) -> ReceiverStreamConfig:
-    """Check ``createStream``'s arguments; each error names the argument and how to fix it."""
-    if isinstance(params, Mapping):
-        _check_receiver_params(params)
-    kafka, group, reset = validate_params(params)
-    interval = positive("batchInterval", batch_interval, "seconds")
-    block = positive("blockInterval", block_interval, "seconds")
-    if block > interval:
-        raise ConfigurationError(
-            "blockInterval",
-            block_interval,
-            f"at most batchInterval ({interval:g} s)",
-            "A batch takes the blocks closed so far; a block interval longer than the batch "
-            "interval leaves batches empty. Lower blockInterval (default 0.2 s).",
-        )
-    receivers = _positive_int("numReceivers", num_receivers)
-    for name, flag in (("writeAheadLog", write_ahead_log), ("includeHeaders", include_headers)):
-        if not isinstance(flag, bool):
-            raise ConfigurationError(name, flag, "True or False")
-    rate = (
-        0.0
-        if max_rate_per_receiver is None
-        else non_negative("maxRatePerReceiver", max_rate_per_receiver)
-    )
-    if max_pending_blocks is None:
-        # About four batches' worth of blocks: a stream that keeps up never pauses, one that
-        # falls behind pauses before its backlog (disk, and the first batch after) grows more.
-        pending = max(16, 4 * receivers * math.ceil(interval / block))
-    else:
-        pending = _positive_int("maxPendingBlocks", max_pending_blocks)
-    return ReceiverStreamConfig(
-        kafka=kafka,
-        group=group,
-        auto_offset_reset=reset,
-        topics=_topics(topics),
-        batch_interval_s=interval,
-        num_receivers=receivers,
-        write_ahead_log=bool(write_ahead_log),
-        wal_dir=_wal_dir(wal_dir, bool(write_ahead_log)),
-        max_rate_per_receiver=rate,
-        max_pending_blocks=pending,
-        block_interval_s=block,
-        include_headers=bool(include_headers),
-        retained_batches=_positive_int("retainedBatches", retained_batches),
-    )
-
-
-def _check_receiver_params(params: Mapping[str, Any]) -> None:
-    # Said here in the receivers' terms; validate_params says it in the direct stream's.
-    group = params.get("group.id")
-    if group is None or not str(group).strip():
-        raise ConfigurationError(
-            "group.id",
-            group,
-            "a consumer group id",
-            "Receivers are members of this consumer group: Kafka assigns them partitions and "
-            "they commit to it. Add 'group.id': 'my-app' to kafkaParams.",
-        )
-    auto = params.get("enable.auto.commit")
-    if auto is not None and _param_text(auto).strip().lower() != "false":
-        raise ConfigurationError(
-            "enable.auto.commit",
-            auto,
-            "'false' or no value",
-            "Auto-commit commits offsets before their records are in the write-ahead log, so a "
-            "crash loses them. Receivers commit each block's offsets themselves, after the block "
-            "is logged. Remove the key.",
-        )
-
-
-def _topics(topics: object) -> tuple[str, ...]:
-    expected = "a list of topic names (or Spark's {topic: numThreads} dict)"
-    if isinstance(topics, str | bytes) or not isinstance(topics, Mapping | list | tuple | set):
-        raise ConfigurationError("topics", topics, expected, "For one topic pass ['name'].")
-    if isinstance(topics, Mapping):
-        for name, threads in topics.items():
-            _positive_int(f"topics[{name!r}]", threads)
-    names = [str(t).strip() if isinstance(t, str) else t for t in topics]
-    bad = [t for t in names if not isinstance(t, str) or not t]
-    if bad or not names:
-        raise ConfigurationError("topics", topics, expected)
-    return tuple(dict.fromkeys(n for n in names if isinstance(n, str)))
-
-
-def _wal_dir(value: object, durable: bool) -> str | None:
-    if value is None:
-        if durable:
-            raise ConfigurationError(
-                "walDir",
-                None,
-                "a directory path every node of the cluster shares",
-                "The write-ahead log holds received blocks until a batch has processed them; "
-                "pass walDir='/shared/wal/my-app' (NFS or another mount every node sees), or "
-                "writeAheadLog=False to accept losing unprocessed records after a crash.",
-            )
-        return None
-    if not isinstance(value, str | os.PathLike):
-        raise ConfigurationError("walDir", value, "a directory path (str or os.PathLike)")
-    path = os.fspath(value)
-    if not isinstance(path, str) or "://" in path:
-        raise ConfigurationError(
-            "walDir",
-            value,
-            "a POSIX path mounted on every node",
-            "hdfs://, s3:// and other URLs are not supported: receivers fsync files, so mount "
-            "the storage (NFS, a FUSE mount) and pass the mount's path.",
-        )
-    if not os.path.isabs(path):
-        raise ConfigurationError(
-            "walDir",
-            value,
-            "an absolute path",
-            "Receivers and batch tasks run in other processes, in other directories; pass "
-            f"os.path.abspath({path!r}).",
-        )
-    return os.path.normpath(path)
-
-
-def _positive_int(name: str, value: object) -> int:
-    return _count(name, value, minimum=1)

@@ -22,11 +22,11 @@ from kafka_direct.config.dstream import (
     RateFunction,
     direct_stream_config,
     rdd_ranges,
-    receiver_stream_config,
     require_instance,
     stream_source_options,
     validate_params,
 )
+from kafka_direct.config.receiver import receiver_stream_config
 from kafka_direct.dstream.planner import DirectStreamPlanner
 from kafka_direct.dstream.receiver.stream import ReceiverKafkaStream
 from kafka_direct.dstream.strategies import ConsumerStrategy, LocationStrategy, warn_if_ignored

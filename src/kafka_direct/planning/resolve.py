@@ -26,7 +26,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Set
 from typing import Literal
 
-from kafka_direct.config.source import OffsetBound
+from kafka_direct.config.bounds import OffsetBound
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.offsets import EARLIEST, LATEST, PartitionOffsets, TopicPartition
 from kafka_direct.planning.data_loss import (

@@ -1,4 +1,4 @@
-"""``KafkaUtils.createStream``'s arguments (kafka_direct.config.dstream.receiver_stream_config):
+"""``KafkaUtils.createStream``'s arguments (kafka_direct.config.receiver.receiver_stream_config):
 each mistake is a ConfigurationError naming the argument, the value, what was expected and how
 to fix it; secrets never appear. Pure: no broker, no Spark (checked before Spark is touched)."""
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from kafka_direct.config.dstream import receiver_stream_config
+from kafka_direct.config.receiver import receiver_stream_config
 from kafka_direct.dstream.kafka_utils import KafkaUtils
 from kafka_direct.errors import ConfigurationError, UnsupportedKafkaOptionError
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from kafka_direct.config.dstream import receiver_stream_config
+from kafka_direct.config.receiver import receiver_stream_config
 from kafka_direct.consumer.rows import ARROW_SCHEMA, ARROW_SCHEMA_WITH_HEADERS
 from kafka_direct.dstream.receiver.loop import Receiver, ReceiverSpec
 from kafka_direct.dstream.receiver.wal import BlockWriter, FileSystem, block_meta, read_block

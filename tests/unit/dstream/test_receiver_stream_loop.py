@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from kafka_direct.config.dstream import receiver_stream_config
+from kafka_direct.config.receiver import receiver_stream_config
 from kafka_direct.consumer.rows import ARROW_SCHEMA
 from kafka_direct.dstream.receiver.control import ReceiverStatus
 from kafka_direct.dstream.receiver.progress import ReceiverBatchFailedError

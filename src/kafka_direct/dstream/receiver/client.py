@@ -21,7 +21,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as CkTopicPartition
 
-from kafka_direct.config.dstream import ReceiverStreamConfig
+from kafka_direct.config.receiver import ReceiverStreamConfig
 from kafka_direct.consumer.rows import ARROW_SCHEMA, ARROW_SCHEMA_WITH_HEADERS
 from kafka_direct.dstream.receiver.control import ReceiverSignals, ReceiverStatus, write_status
 from kafka_direct.dstream.receiver.loop import Receiver, ReceiverSpec

@@ -36,7 +36,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from kafka_direct.config.dstream import ReceiverStreamConfig
+from kafka_direct.config.receiver import ReceiverStreamConfig
 from kafka_direct.consumer.rows import to_record_batch
 from kafka_direct.dstream.receiver.control import ReceiverSignals, ReceiverStatus, write_status
 from kafka_direct.dstream.receiver.control import resident_bytes as _rss

@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kafka_direct.config.dstream import ReceiverStreamConfig
+from kafka_direct.config.receiver import ReceiverStreamConfig
 from kafka_direct.dstream.lifecycle import JobControl, Stopped, StreamLifecycle
 from kafka_direct.dstream.receiver.control import ReceiverStatus
 from kafka_direct.dstream.receiver.progress import (

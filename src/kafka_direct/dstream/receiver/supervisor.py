@@ -35,7 +35,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from kafka_direct.config.dstream import ReceiverStreamConfig
+from kafka_direct.config.receiver import ReceiverStreamConfig
 from kafka_direct.dstream.receiver.control import (
     DriverBeacon,
     ReceiverStatus,
