@@ -6,7 +6,14 @@ and (unpickled) on executors. It imports neither Spark nor the Kafka client.
 Option names and meanings follow Spark's ``spark-sql-kafka-0-10`` source, so switching from
 ``format("kafka")`` is a change of format name. Names are case-insensitive (PySpark lower-cases
 them). ``kafka.*`` options go to librdkafka without the prefix, except the keys the source owns,
-which are refused with the option to use instead.
+which are refused with the option to use instead. Options are read by
+:mod:`~kafka_direct.config.reader` (as the sink's are); which partitions a read names and where
+it starts and ends are parsed by :mod:`~kafka_direct.config.bounds`.
+
+:class:`SourceOptions` holds small frozen parts, each read by the code it configures:
+:class:`TriggerRates` (admission control), :class:`Splits` (ranges into tasks),
+:class:`OffsetFetch` (the driver's offset lookups), :class:`ConsumerCache` and
+:class:`ExecutorReads` (the executors), :class:`GroupCommits` (the query's consumer group).
 """
 
 from __future__ import annotations
