@@ -8,6 +8,7 @@ against the broker by :mod:`kafka_direct.planning.resolve`.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -18,6 +19,7 @@ from kafka_direct.offsets import (
     EARLIEST,
     OffsetRange,
     PartitionOffsets,
+    TopicPartition,
     parse_assign,
     parse_offsets_option,
     parse_ranges_option,
@@ -30,6 +32,7 @@ __all__ = [
     "check_within_assign",
     "ending_bound",
     "offset_ranges",
+    "refuse_partitions",
     "starting_bound",
     "subscription",
 ]
@@ -220,11 +223,18 @@ def _timestamp_spec(
 def check_within_assign(strategy: Subscription, spec: OffsetBound) -> None:
     if strategy.kind != "assign" or spec.kind not in ("specific", "by_timestamp"):
         return
-    extra = sorted(set(spec.offsets) - set(strategy.partitions))
-    if extra:
-        raise ConfigurationError(
-            spec.option,
-            ", ".join(str(tp) for tp in extra),
-            "only partitions listed in 'assign'",
-            "Add them to 'assign' or remove them from the offsets.",
-        )
+    refuse_partitions(
+        spec.option,
+        set(spec.offsets) - set(strategy.partitions),
+        "only partitions listed in 'assign'",
+        "Add them to 'assign' or remove them from the offsets.",
+    )
+
+
+def refuse_partitions(
+    option: str, partitions: Iterable[TopicPartition], expected: str, fix: str
+) -> None:
+    """Refuse ``option`` naming ``partitions`` (sorted), when there are any."""
+    listed = sorted(partitions)
+    if listed:
+        raise ConfigurationError(option, ", ".join(str(tp) for tp in listed), expected, fix)
