@@ -24,6 +24,7 @@ __all__ = [
     "AutoOffsetReset",
     "Backpressure",
     "DirectStreamConfig",
+    "FailurePolicy",
     "RateFunction",
     "direct_stream_config",
     "integer_at_least",
@@ -41,6 +42,9 @@ __all__ = [
 RateFunction = Callable[[TopicPartition], float]
 
 AutoOffsetReset = Literal["earliest", "latest", "none"]
+
+#: What the direct stream does when a batch fails (docs/dstream.md).
+FailurePolicy = Literal["stop", "retry"]
 
 #: librdkafka's spellings and the Java client's, mapped to the Java meaning.
 _RESET_VALUES: dict[str, AutoOffsetReset] = {
@@ -213,7 +217,7 @@ class DirectStreamConfig:
     backpressure: Backpressure | None
     initial_rate: float
     fail_on_data_loss: bool
-    failure_policy: Literal["stop", "retry"]
+    failure_policy: FailurePolicy
     max_retries: int
     retry_interval_s: float
     retained_batches: int

@@ -19,6 +19,7 @@ from typing import Any
 from kafka_direct.config.clients import probe_consumer_config
 from kafka_direct.config.dstream import (
     DirectStreamConfig,
+    FailurePolicy,
     RateFunction,
     direct_stream_config,
     rdd_ranges,
@@ -30,7 +31,7 @@ from kafka_direct.config.receiver import receiver_stream_config
 from kafka_direct.dstream.planner import DirectStreamPlanner
 from kafka_direct.dstream.receiver.stream import ReceiverKafkaStream
 from kafka_direct.dstream.strategies import ConsumerStrategy, LocationStrategy, warn_if_ignored
-from kafka_direct.dstream.stream import DirectKafkaStream, FailurePolicy, JobControl
+from kafka_direct.dstream.stream import DirectKafkaStream, JobControl
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.offsets import OffsetRange, ranges_to_json
 from kafka_direct.planning.patience import OffsetPatience
