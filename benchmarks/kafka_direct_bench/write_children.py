@@ -6,7 +6,7 @@ children that :class:`~kafka_direct_bench.raw.RawReaders` spawns before Spark st
   from a list of ready-made values, ``poll(0)`` now and then, a full queue (``BufferError``)
   waited out with ``poll``, ``flush`` at the end. With the sink's producer settings it is
   "raw", the baseline of every write ratio: idempotence, ``acks=all``, ``murmur2_random``,
-  ``linger.ms=50``, the bounded queue (``kafka_direct.config.sink.producer_config``). With
+  ``linger.ms=50``, the bounded queue (``kafka_direct.config.clients.producer_config``). With
   librdkafka's defaults it is shown for transparency only: idempotence caps a connection at 5
   requests in flight, which costs throughput on the embedded broker, so only like compares
   with like.

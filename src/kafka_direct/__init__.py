@@ -18,8 +18,8 @@ import logging
 from typing import Any
 
 from kafka_direct.dstream.kafka_utils import KafkaUtils
-from kafka_direct.dstream.receiver_progress import ReceiverBatchInfo
-from kafka_direct.dstream.receiver_stream import ReceiverKafkaStream
+from kafka_direct.dstream.receiver.progress import ReceiverBatchInfo
+from kafka_direct.dstream.receiver.stream import ReceiverKafkaStream
 from kafka_direct.dstream.strategies import ConsumerStrategies, LocationStrategies
 from kafka_direct.dstream.stream import BatchInfo, DirectKafkaStream
 from kafka_direct.errors import (

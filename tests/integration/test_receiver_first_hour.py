@@ -128,7 +128,7 @@ def test_a_receiver_without_partitions_is_named_in_a_warning(
             walDir=str(tmp_path / "wal"),
         )
         stream.foreachBatch(lambda df, ranges: None)
-        with caplog.at_level(logging.WARNING, logger="kafka_direct.dstream.receiver_supervisor"):
+        with caplog.at_level(logging.WARNING, logger="kafka_direct.dstream.receiver.supervisor"):
             stream.start()
             try:
                 _wait(lambda: "have had no partition" in caplog.text, "the idle warning", 120)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import kafka_direct
-from kafka_direct.dstream.wal_source import register_wal_source
+from kafka_direct.dstream.receiver.wal_source import register_wal_source
 from kafka_direct.source.datasource import KafkaDirectDataSource
 from kafka_direct.source.registration import is_registered, register_with_worker_site
 

@@ -27,10 +27,13 @@ PACKAGE = Path(kafka_direct.__file__).parent
 #: Packages and modules that must stay free of pyspark and confluent_kafka.
 PURE = [
     "kafka_direct.config",
+    "kafka_direct.config.bounds",
     "kafka_direct.config.clients",
     "kafka_direct.config.defaults",
     "kafka_direct.config.dstream",
     "kafka_direct.config.kafka",
+    "kafka_direct.config.reader",
+    "kafka_direct.config.receiver",
     "kafka_direct.redaction",
     "kafka_direct.config.sink",
     "kafka_direct.config.source",
@@ -56,11 +59,11 @@ PURE = [
     "kafka_direct.schema_registry.options",
     "kafka_direct.schema_registry.wire",
     "kafka_direct.dstream.strategies",
-    "kafka_direct.dstream.receiver_control",
-    "kafka_direct.dstream.receiver_policy",
-    "kafka_direct.dstream.receiver_progress",
-    "kafka_direct.dstream.wal",
-    "kafka_direct.dstream.wal_log",
+    "kafka_direct.dstream.receiver.control",
+    "kafka_direct.dstream.receiver.policy",
+    "kafka_direct.dstream.receiver.progress",
+    "kafka_direct.dstream.receiver.wal",
+    "kafka_direct.dstream.receiver.wal_log",
 ]
 
 

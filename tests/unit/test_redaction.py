@@ -19,7 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafka_direct.config.dstream import probe_consumer_config, validate_params
+from kafka_direct.config.clients import probe_consumer_config
+from kafka_direct.config.dstream import validate_params
 from kafka_direct.config.kafka import KafkaConfig
 from kafka_direct.config.sink import parse_sink_options
 from kafka_direct.config.source import parse_source_options

@@ -1,9 +1,21 @@
 """The librdkafka configs each process uses, built in one place. Pure: plain library.
 
+Runs wherever a client's config is made: the Spark driver's Python processes, and executors
+(configs travel pickled inside settings built on the driver).
+
 Every override carries its reason next to it, as Spark's
-``KafkaSourceProvider.kafkaParamsForExecutors`` does: the driver's admin client
-(:func:`admin_config`), the executors' consumers (:func:`executor_consumer_config`, with the
-group id of :func:`executor_group_id`), and what a read task needs (:class:`ExecutorSettings`).
+``KafkaSourceProvider.kafkaParamsForExecutors`` does:
+- the driver's admin client (:func:`admin_config`; for the sink :func:`connection_config`);
+- the executors' consumers (:func:`executor_consumer_config`, with the group id of
+  :func:`executor_group_id`; :func:`probe_consumer_config` to have librdkafka check one on the
+  driver), and what a read task needs (:class:`ExecutorSettings`);
+- the sink's producers (:func:`producer_config`) and its marker reader
+  (:func:`marker_consumer_config`);
+- the receiver stream's consumers (:func:`receiver_consumer_config`).
+
+Defaults go in only where the user chose nothing, under either of librdkafka's names for a
+property (:data:`ALIASES`, :func:`with_defaults`). The non-string settings (callbacks) are added
+where a client is created.
 """
 
 from __future__ import annotations
@@ -15,11 +27,39 @@ from dataclasses import dataclass
 from kafka_direct.config.kafka import KafkaConfig
 
 __all__ = [
+    "ALIASES",
+    "DEFAULT_DELIVERY_TIMEOUT_MS",
+    "DEFAULT_TRANSACTION_TIMEOUT_MS",
     "ExecutorSettings",
     "admin_config",
+    "connection_config",
     "executor_consumer_config",
     "executor_group_id",
+    "marker_consumer_config",
+    "probe_consumer_config",
+    "producer_config",
+    "receiver_consumer_config",
+    "with_defaults",
 ]
+
+#: librdkafka aliases: either name sets the same property, and the later one wins, so a default
+#: must not be added when the user set the other name.
+ALIASES: dict[str, tuple[str, ...]] = {
+    "acks": ("acks", "request.required.acks"),
+    "linger.ms": ("linger.ms", "queue.buffering.max.ms"),
+    "delivery.timeout.ms": ("delivery.timeout.ms", "message.timeout.ms"),
+    "partitioner": ("partitioner", "partitioner_cb"),
+    "max.partition.fetch.bytes": ("max.partition.fetch.bytes", "fetch.message.max.bytes"),
+}
+
+
+def with_defaults(user: Mapping[str, str], defaults: Mapping[str, str]) -> dict[str, str]:
+    """``user`` plus each of ``defaults`` that the user set under none of its names."""
+    config = dict(user)
+    for key, value in defaults.items():
+        if not any(name in config for name in ALIASES.get(key, (key,))):
+            config[key] = value
+    return config
 
 
 def executor_group_id(user_group_id: str | None, prefix: str, bootstrap: str, strategy: str) -> str:
@@ -39,7 +79,6 @@ def executor_consumer_config(
     user: Mapping[str, str], *, group_id: str, isolation_level: str
 ) -> dict[str, str]:
     """librdkafka consumer config for reading offset ranges on executors."""
-    config = dict(user)
     # Tunables, only where the user has not chosen: librdkafka's defaults favour a steady
     # trickle of messages over draining a known backlog fast.
     tunables = {
@@ -62,12 +101,7 @@ def executor_consumer_config(
         "fetch.wait.max.ms": "500",
         "client.id": "kafka-direct-executor",
     }
-    # librdkafka aliases: setting either name sets the same property, and the later one wins,
-    # so a tunable must not be added when the user set its other name.
-    aliases = {"max.partition.fetch.bytes": "fetch.message.max.bytes"}
-    for key, value in tunables.items():
-        if key not in config and aliases.get(key) not in config:
-            config[key] = value
+    config = with_defaults(user, tunables)
     config.update(
         {
             # Never the user's group: executors read assigned ranges and must not move offsets.
@@ -84,6 +118,136 @@ def executor_consumer_config(
         }
     )
     return config
+
+
+def probe_consumer_config(kafka: Mapping[str, str]) -> dict[str, str]:
+    """A consumer config like the executors' for ``kafka``, to let librdkafka check it."""
+    return executor_consumer_config(
+        kafka,
+        group_id="kafka-direct-config-check",
+        isolation_level=kafka.get("isolation.level", "read_uncommitted"),
+    )
+
+
+def receiver_consumer_config(
+    kafka: Mapping[str, str], *, group: str, auto_offset_reset: str, receiver_id: int
+) -> dict[str, str]:
+    """librdkafka consumer config of one receiver of ``createStream``: a member of the user's
+    group. ``auto_offset_reset`` in librdkafka's spelling (earliest, latest or error)."""
+    tunables = {
+        # The prefetch queue is most of a receiver's memory: bounded, so that memory stays flat
+        # however far the stream falls behind (librdkafka's default allows 64 MB).
+        "queued.max.messages.kbytes": "16384",
+        # Default 1000 ms: a receiver that drains its queue quickly must not stall for that long.
+        "fetch.queue.backoff.ms": "10",
+        "client.id": f"kafka-direct-receiver-{receiver_id}",
+    }
+    settings = with_defaults(kafka, tunables)
+    settings.update(
+        {
+            # The user's group: Kafka assigns the receivers partitions and keeps their offsets.
+            "group.id": group,
+            # A block's offsets are committed by the receiver, after the block is logged.
+            "enable.auto.commit": "false",
+            "enable.auto.offset.store": "false",
+            "auto.offset.reset": auto_offset_reset,
+            # As Spark's Java consumer (librdkafka defaults to read_committed).
+            "isolation.level": kafka.get("isolation.level", "read_uncommitted"),
+        }
+    )
+    return settings
+
+
+#: Java's delivery.timeout.ms default (2 minutes); librdkafka's message.timeout.ms is 5 minutes.
+DEFAULT_DELIVERY_TIMEOUT_MS = 120_000
+
+#: exactly-once: how long a task's transaction may stay open. A task's transaction lasts as long
+#: as the task writes, so one minute (librdkafka's and Java's default) would fail a large first
+#: micro-batch forever; the longer it is, the longer read_committed readers wait behind a crashed
+#: writer that nothing restarts. Within the brokers' default transaction.max.timeout.ms (15 min).
+DEFAULT_TRANSACTION_TIMEOUT_MS = 300_000
+
+
+def producer_config(user: Mapping[str, str], *, exactly_once: bool = False) -> dict[str, str]:
+    """The sink's producers' librdkafka config: the user's ``kafka.*`` settings, plus these
+    defaults where the user chose nothing. The transactional id is added per task."""
+    defaults = {
+        # The Java producer's default since Kafka 3.0 (librdkafka's is false): librdkafka's own
+        # retries then never duplicate or reorder records within a partition.
+        "enable.idempotence": "true",
+        # Java's default: a record counts as written once every in-sync replica has it.
+        # Idempotence requires it, and it is what the task waits for before it succeeds.
+        "acks": "all",
+        # Keyed records land where Java's default partitioner puts them (murmur2); librdkafka's
+        # default (consistent_random, CRC32) would put them elsewhere. Keyless records go to a
+        # sticky random partition (sticky.partitioning.linger.ms), as Java's do.
+        "partitioner": "murmur2_random",
+        # Batches fill while the task hands records over (librdkafka's default is 5 ms). It
+        # costs no latency at the end of a task: flush() sends at once, whatever linger.ms says.
+        # Fuller batches matter across a real network, hence 50 (docs/performance.md).
+        "linger.ms": "50",
+        # Java's delivery.timeout.ms: a record not acknowledged within 2 minutes fails the task
+        # (librdkafka waits 5 minutes by default).
+        "delivery.timeout.ms": str(DEFAULT_DELIVERY_TIMEOUT_MS),
+        # A bounded queue keeps a worker's memory flat: a full queue makes the task wait for
+        # the broker. librdkafka's default byte bound is 1 GB; 64 MB still holds 100,000
+        # records (its default count bound) of up to 640 bytes.
+        "queue.buffering.max.kbytes": "65536",
+        "queue.buffering.max.messages": "100000",
+        "client.id": "kafka-direct-producer",
+    }
+    if exactly_once:
+        # A task's transaction lasts as long as the task writes (see the constant).
+        defaults = {"transaction.timeout.ms": str(DEFAULT_TRANSACTION_TIMEOUT_MS), **defaults}
+    return with_defaults(user, defaults)
+
+
+#: Settings only a producer reads. The sink's admin client (the check that the cluster answers)
+#: and marker reader get the user's settings without them, or librdkafka warns that it ignores
+#: each one.
+_PRODUCER_ONLY = {
+    "acks",
+    "request.required.acks",
+    "enable.idempotence",
+    "enable.gapless.guarantee",
+    "linger.ms",
+    "queue.buffering.max.ms",
+    "queue.buffering.max.messages",
+    "queue.buffering.max.kbytes",
+    "batch.num.messages",
+    "batch.size",
+    "delivery.timeout.ms",
+    "message.timeout.ms",
+    "request.timeout.ms",
+    "compression.type",
+    "compression.codec",
+    "compression.level",
+    "partitioner",
+    "retries",
+    "message.send.max.retries",
+    "sticky.partitioning.linger.ms",
+    "queuing.strategy",
+    "transaction.timeout.ms",
+}
+
+
+def connection_config(user: Mapping[str, str]) -> dict[str, str]:
+    """The sink's user settings without the producer-only ones: for its admin client and its
+    marker reader."""
+    return {k: v for k, v in user.items() if k not in _PRODUCER_ONLY}
+
+
+def marker_consumer_config(connection: Mapping[str, str], transactional_id: str) -> dict[str, str]:
+    """The exactly-once sink's marker reader on an executor: reads the offset a task's
+    transaction committed for the consumer group named after its transactional id."""
+    return {
+        **connection,
+        "group.id": transactional_id,
+        # require_stable: only what committed counts.
+        "isolation.level": "read_committed",
+        "enable.auto.commit": "false",
+        "client.id": "kafka-direct-sink-marker",
+    }
 
 
 def admin_config(user: Mapping[str, str]) -> dict[str, str]:

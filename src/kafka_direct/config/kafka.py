@@ -9,7 +9,6 @@ for any dict that might be logged (the rule is :mod:`kafka_direct.redaction`'s).
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -25,7 +24,6 @@ __all__ = [
     "is_secret",
     "redact",
     "refuse_jvm_settings",
-    "refuse_near_misses",
 ]
 
 
@@ -71,27 +69,6 @@ def refuse_jvm_settings(params: Iterable[str], *, prefix: str = "kafka.") -> Non
                 REDACTED,
                 "a librdkafka setting: this is a JVM (Java Kafka client) setting",
                 instead.format(p=prefix),
-            )
-
-
-def refuse_near_misses(options: Mapping[str, str], known_names: Iterable[str], what: str) -> None:
-    """Refuse an option whose name is a near-miss of a known one (``what``: "source", "sink").
-
-    Spark ignores unknown options, and passes its own (``path``, ``checkpointLocation``...), so
-    only near-misses are refused: a typo such as ``startingOffset`` or ``topics`` would otherwise
-    fall back to a default without a word. ``kafka.`` options are librdkafka's to judge.
-    """
-    known = {name.lower(): name for name in known_names}
-    for key, value in options.items():
-        if key.startswith("kafka.") or key in known:
-            continue
-        close = difflib.get_close_matches(key, known, n=1, cutoff=0.85)
-        if close:
-            raise ConfigurationError(
-                key,
-                REDACTED if is_secret(key) else value,
-                f"a known {what} option",
-                f"Did you mean '{known[close[0]]}'?",
             )
 
 

@@ -16,20 +16,22 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from kafka_direct.config.clients import probe_consumer_config
 from kafka_direct.config.dstream import (
+    DirectStreamConfig,
+    FailurePolicy,
     RateFunction,
-    non_negative,
-    positive,
-    probe_consumer_config,
-    rate_function,
-    receiver_stream_config,
+    direct_stream_config,
+    rdd_ranges,
+    require_instance,
     stream_source_options,
     validate_params,
 )
+from kafka_direct.config.receiver import receiver_stream_config
 from kafka_direct.dstream.planner import DirectStreamPlanner
-from kafka_direct.dstream.receiver_stream import ReceiverKafkaStream
+from kafka_direct.dstream.receiver.stream import ReceiverKafkaStream
 from kafka_direct.dstream.strategies import ConsumerStrategy, LocationStrategy, warn_if_ignored
-from kafka_direct.dstream.stream import DirectKafkaStream, FailurePolicy, JobControl
+from kafka_direct.dstream.stream import DirectKafkaStream, JobControl
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.offsets import OffsetRange, ranges_to_json
 from kafka_direct.planning.patience import OffsetPatience
@@ -75,48 +77,37 @@ class KafkaUtils:
         it has an estimate. ``offsetStore`` receives ``commitAsync``'s offsets instead of the
         Kafka group. See docs/dstream.md for ``failurePolicy`` and the lifecycle.
         """
-        if not isinstance(locationStrategy, LocationStrategy):
-            raise ConfigurationError(
-                "locationStrategy", locationStrategy, "LocationStrategies.PreferConsistent()"
-            )
-        if not isinstance(consumerStrategy, ConsumerStrategy):
-            raise ConfigurationError(
-                "consumerStrategy", consumerStrategy, "a ConsumerStrategies.Subscribe/Assign(...)"
-            )
-        interval = positive("batchInterval", batchInterval, "seconds")
-        if not isinstance(minRatePerPartition, int) or minRatePerPartition < 1:
-            raise ConfigurationError("minRatePerPartition", minRatePerPartition, "an integer >= 1")
-        initial = non_negative("initialRate", initialRate)
-        if initial > 0 and not backpressure:
-            raise ConfigurationError(
-                "initialRate",
-                initialRate,
-                "no initial rate without backpressure",
-                "initialRate is the rate before backpressure has an estimate (as "
-                "spark.streaming.backpressure.initialRate); pass backpressure=True, or use "
-                "maxRatePerPartition for a fixed limit.",
-            )
-        estimator = None
-        if backpressure:
-            estimator = PIDRateEstimator(
-                max(1, round(interval * 1000)),
-                non_negative("pidProportional", pidProportional),
-                non_negative("pidIntegral", pidIntegral),
-                non_negative("pidDerivative", pidDerivative),
-                positive("pidMinRate", pidMinRate, "records per second"),
-            )
-        if failurePolicy not in ("stop", "retry"):
-            raise ConfigurationError("failurePolicy", failurePolicy, "'stop' or 'retry'")
-        if isinstance(maxRetries, bool) or not isinstance(maxRetries, int) or maxRetries < 0:
-            raise ConfigurationError("maxRetries", maxRetries, "an integer >= 0")
-        retry_s = (
-            interval if retryInterval is None else non_negative("retryInterval", retryInterval)
+        require_instance(
+            "locationStrategy",
+            locationStrategy,
+            LocationStrategy,
+            "LocationStrategies.PreferConsistent()",
         )
-        if offsetStore is not None and not isinstance(offsetStore, OffsetStore):
-            raise ConfigurationError("offsetStore", offsetStore, "an OffsetStore instance")
-        if not isinstance(retainedBatches, int) or retainedBatches < 1:
-            raise ConfigurationError("retainedBatches", retainedBatches, "an integer >= 1")
-        opts = stream_source_options(sourceOptions)
+        require_instance(
+            "consumerStrategy",
+            consumerStrategy,
+            ConsumerStrategy,
+            "a ConsumerStrategies.Subscribe/Assign(...)",
+        )
+        if offsetStore is not None:
+            require_instance("offsetStore", offsetStore, OffsetStore, "an OffsetStore instance")
+        config = direct_stream_config(
+            batch_interval=batchInterval,
+            max_rate_per_partition=maxRatePerPartition,
+            min_rate_per_partition=minRatePerPartition,
+            backpressure=backpressure,
+            initial_rate=initialRate,
+            pid_proportional=pidProportional,
+            pid_integral=pidIntegral,
+            pid_derivative=pidDerivative,
+            pid_min_rate=pidMinRate,
+            fail_on_data_loss=failOnDataLoss,
+            failure_policy=failurePolicy,
+            max_retries=maxRetries,
+            retry_interval=retryInterval,
+            source_options=sourceOptions,
+            retained_batches=retainedBatches,
+        )
         # A librdkafka typo fails here, naming the key, not at the first batch as a broker
         # that cannot be reached. (Imported here: it loads the Kafka client.)
         from kafka_direct.kafka.admin import check_consumer_config
@@ -124,44 +115,7 @@ class KafkaUtils:
         check_consumer_config(probe_consumer_config(consumerStrategy.kafka), consumerStrategy.kafka)
         warn_if_ignored(locationStrategy)
         _register(spark)
-
-        from kafka_direct.kafka.offset_reader import AdminOffsetReader  # imports the Kafka client
-
-        store: OffsetStore = offsetStore or KafkaGroupStore(consumerStrategy.kafka)
-        group = consumerStrategy.group_id
-        reader = AdminOffsetReader(
-            consumerStrategy.kafka,
-            isolation_level=consumerStrategy.isolation_level,
-            num_retries=opts.fetch_retries,
-            retry_interval_ms=opts.fetch_retry_interval_ms,
-        )
-        planner = DirectStreamPlanner(
-            consumerStrategy,
-            reader,
-            lambda tps: store.load(group, tps),
-            batch_interval_s=interval,
-            max_rate=rate_function(maxRatePerPartition),
-            min_rate=lambda _tp: minRatePerPartition,
-            fail_on_data_loss=failOnDataLoss,
-            patience=OffsetPatience(opts.unavailable_timeout_ms, what=f"Stream {group}"),
-        )
-        kafka = consumerStrategy.kafka.merged({"group.id": group})
-        options = {**(sourceOptions or {}), "failOnDataLoss": str(failOnDataLoss).lower()}
-        return DirectKafkaStream(
-            consumerStrategy,
-            planner,
-            lambda ranges: batch_frame(spark, kafka, ranges, options),
-            batch_interval_s=interval,
-            offset_store=store,
-            owns_store=offsetStore is None,
-            estimator=estimator,
-            initial_rate=initial,
-            failure_policy=failurePolicy,
-            max_retries=maxRetries,
-            retry_interval_s=retry_s,
-            retained_batches=retainedBatches,
-            jobs=_job_control(spark, group),
-        )
+        return _direct_stream(spark, consumerStrategy, config, offsetStore)
 
     @staticmethod
     def createStream(
@@ -210,10 +164,7 @@ class KafkaUtils:
     ) -> Any:
         """A DataFrame over exactly ``offsetRanges``: Spark's ``KafkaRDD``, for one-off reads."""
         kafka, group, _reset = validate_params(kafkaParams, require_group=False)
-        ranges = list(offsetRanges)
-        bad = [r for r in ranges if not isinstance(r, OffsetRange)]
-        if bad:
-            raise ConfigurationError("offsetRanges", bad[0], "OffsetRange objects")
+        ranges = rdd_ranges(offsetRanges)
         stream_source_options(sourceOptions)
         if locationStrategy is not None:
             warn_if_ignored(locationStrategy)
@@ -221,6 +172,63 @@ class KafkaUtils:
         if group:
             kafka = kafka.merged({"group.id": group})
         return batch_frame(spark, kafka, ranges, dict(sourceOptions or {}))
+
+
+def _direct_stream(
+    spark: Any,
+    strategy: ConsumerStrategy,
+    config: DirectStreamConfig,
+    offset_store: OffsetStore | None,
+) -> DirectKafkaStream:
+    """The direct stream's parts, wired: Spark's ``DirectKafkaInputDStream``."""
+    from kafka_direct.kafka.offset_reader import AdminOffsetReader  # imports the Kafka client
+
+    store: OffsetStore = offset_store or KafkaGroupStore(strategy.kafka)
+    group = strategy.group_id
+    fetch = config.source.fetch_offset
+    reader = AdminOffsetReader(
+        strategy.kafka,
+        isolation_level=strategy.isolation_level,
+        num_retries=fetch.num_retries,
+        retry_interval_ms=fetch.retry_interval_ms,
+    )
+    planner = DirectStreamPlanner(
+        strategy,
+        reader,
+        lambda tps: store.load(group, tps),
+        batch_interval_s=config.batch_interval_s,
+        max_rate=config.max_rate,
+        min_rate=lambda _tp: config.min_rate,
+        fail_on_data_loss=config.fail_on_data_loss,
+        patience=OffsetPatience(fetch.unavailable_timeout_ms, what=f"Stream {group}"),
+    )
+    pid = config.backpressure
+    estimator = None
+    if pid is not None:
+        estimator = PIDRateEstimator(
+            max(1, round(config.batch_interval_s * 1000)),
+            pid.proportional,
+            pid.integral,
+            pid.derivative,
+            pid.min_rate,
+        )
+    kafka = strategy.kafka.merged({"group.id": group})
+    options = config.batch_options
+    return DirectKafkaStream(
+        strategy,
+        planner,
+        lambda ranges: batch_frame(spark, kafka, ranges, options),
+        batch_interval_s=config.batch_interval_s,
+        offset_store=store,
+        owns_store=offset_store is None,
+        estimator=estimator,
+        initial_rate=config.initial_rate,
+        failure_policy=config.failure_policy,
+        max_retries=config.max_retries,
+        retry_interval_s=config.retry_interval_s,
+        retained_batches=config.retained_batches,
+        jobs=_job_control(spark, group),
+    )
 
 
 def batch_frame(

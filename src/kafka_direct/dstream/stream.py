@@ -27,8 +27,9 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
+from kafka_direct.config.dstream import FailurePolicy
 from kafka_direct.dstream.commit_queue import CommitCallback, CommitQueue, describe_offsets
 from kafka_direct.dstream.lifecycle import JobControl, Stopped, StreamLifecycle
 from kafka_direct.dstream.planner import DirectStreamPlanner, RateController
@@ -46,8 +47,6 @@ from kafka_direct.stores.base import OffsetStore
 __all__ = ["BatchFailedError", "BatchInfo", "DirectKafkaStream", "JobControl", "StreamStateError"]
 
 log = logging.getLogger(__name__)
-
-FailurePolicy = Literal["stop", "retry"]
 
 
 @dataclass(frozen=True)

@@ -54,8 +54,8 @@ def plan_batch_read(
         reader,
         timestamp_strategy=opts.timestamp_strategy,
         fail_on_data_loss=opts.fail_on_data_loss,
-        group=opts.group,
-        committed_fallback=opts.committed_fallback,
+        group=opts.commits.group,
+        committed_fallback=opts.commits.committed_fallback,
     )
     end = resolve_ending(opts.ending, tps, reader)
     check_range_order(start, end)
@@ -93,6 +93,6 @@ def _narrow(
 def _split(opts: SourceOptions, ranges: list[OffsetRange]) -> list[OffsetRange]:
     return split_ranges(
         ranges,
-        min_partitions=opts.min_partitions,
-        max_records_per_partition=opts.max_records_per_partition,
+        min_partitions=opts.splits.min_partitions,
+        max_records_per_partition=opts.splits.max_records_per_partition,
     )

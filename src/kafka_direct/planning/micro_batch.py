@@ -85,7 +85,7 @@ class StreamPlanner:
         self._initial: PartitionOffsets | None = None
         # Spark starts lastTriggerMillis at 0, so the first batch never waits for the minimum.
         self._last_trigger_ms = 0
-        self._patience = patience or OffsetPatience(opts.unavailable_timeout_ms)
+        self._patience = patience or OffsetPatience(opts.fetch_offset.unavailable_timeout_ms)
         #: Where partitions stand whose checkpointed offset is invalid.
         self._repair = CheckpointRepair(self._resume_at)
         #: Data loss found while planning; ``on_loss`` hears of each new one.
@@ -177,8 +177,8 @@ class StreamPlanner:
                 self.reader,
                 timestamp_strategy=self.opts.timestamp_strategy,
                 fail_on_data_loss=self.opts.fail_on_data_loss,
-                group=self.opts.group,
-                committed_fallback=self.opts.committed_fallback,
+                group=self.opts.commits.group,
+                committed_fallback=self.opts.commits.committed_fallback,
             ),
         )
         if spec.kind == "specific":
@@ -235,13 +235,13 @@ class StreamPlanner:
                 base[tp] = max(base[tp], first)
         # Not under Trigger.AvailableNow: holding back a tail below the minimum would return
         # start before the target is reached, which ends the run with that tail unread.
-        if limited and self.opts.min_offsets_per_trigger is not None and self._target is None:
+        if limited and self.opts.rates.min_offsets is not None and self._target is None:
             now = self._clock_ms()
             if not min_offsets_gate(
                 base,
                 latest,
-                min_total=self.opts.min_offsets_per_trigger,
-                max_trigger_delay_ms=self.opts.max_trigger_delay_ms,
+                min_total=self.opts.rates.min_offsets,
+                max_trigger_delay_ms=self.opts.rates.max_trigger_delay_ms,
                 last_trigger_ms=self._last_trigger_ms,
                 now_ms=now,
             ):
@@ -252,8 +252,8 @@ class StreamPlanner:
         end = rate_limit(
             base,
             latest,
-            max_total=self.opts.max_offsets_per_trigger if limited else None,
-            max_per_partition=self.opts.max_offsets_per_partition_per_trigger if limited else None,
+            max_total=self.opts.rates.max_offsets if limited else None,
+            max_per_partition=self.opts.rates.max_offsets_per_partition if limited else None,
         )
         for tp in reset:
             end[tp] = min(end[tp], latest[tp])
@@ -263,11 +263,7 @@ class StreamPlanner:
 
     @property
     def _rate_limited(self) -> bool:
-        o = self.opts
-        return (
-            o.max_offsets_per_trigger is not None
-            or o.max_offsets_per_partition_per_trigger is not None
-        )
+        return self.opts.rates.limited
 
     def _fetch_latest(self, start: PartitionOffsets) -> PartitionOffsets | None:
         """Latest offsets for this trigger; None when the cluster gave none.
@@ -299,9 +295,9 @@ class StreamPlanner:
     def _resume_at(self, tp: TopicPartition) -> tuple[int, str]:
         """Where a partition whose checkpointed position is lost resumes (see planning.repair):
         the group's commit, else the log start; re-reading beats losing records."""
-        if self.opts.commit_group is not None:
+        if self.opts.commits.target is not None:
             try:
-                found = self.reader.committed(self.opts.commit_group, [tp])
+                found = self.reader.committed(self.opts.commits.target, [tp])
             except KafkaClientError as exc:
                 log.info("No committed offset of %s to repair the checkpoint with: %s", tp, exc)
             else:
@@ -341,8 +337,8 @@ class StreamPlanner:
                     self.reader,
                     timestamp_strategy=self.opts.timestamp_strategy,
                     fail_on_data_loss=self.opts.fail_on_data_loss,
-                    group=self.opts.group,
-                    committed_fallback=self.opts.committed_fallback,
+                    group=self.opts.commits.group,
+                    committed_fallback=self.opts.commits.committed_fallback,
                 )
             )
         else:
@@ -437,6 +433,6 @@ class StreamPlanner:
         ]
         return split_ranges(
             ranges,
-            min_partitions=self.opts.min_partitions,
-            max_records_per_partition=self.opts.max_records_per_partition,
+            min_partitions=self.opts.splits.min_partitions,
+            max_records_per_partition=self.opts.splits.max_records_per_partition,
         )

@@ -26,7 +26,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Set
 from typing import Literal
 
-from kafka_direct.config.source import OffsetBound
+from kafka_direct.config.bounds import OffsetBound, refuse_partitions
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.offsets import EARLIEST, LATEST, PartitionOffsets, TopicPartition
 from kafka_direct.planning.data_loss import (
@@ -320,13 +320,12 @@ def _check_covers(spec: OffsetBound, tps: Set[TopicPartition]) -> None:
             "an entry for every partition the query reads",
             'Add them, using -2 for earliest or -1 for latest, e.g. {"t": {"0": -2}}.',
         )
-    if unknown:
-        raise ConfigurationError(
-            spec.option,
-            ", ".join(str(tp) for tp in unknown),
-            "only partitions that exist and that the query reads",
-            "Remove them, or check the topic names and partition numbers.",
-        )
+    refuse_partitions(
+        spec.option,
+        unknown,
+        "only partitions that exist and that the query reads",
+        "Remove them, or check the topic names and partition numbers.",
+    )
 
 
 def resolve_timestamp_offsets(

@@ -39,6 +39,7 @@ from typing import Any, TypeVar
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from kafka_direct.config.clients import marker_consumer_config
 from kafka_direct.errors import KafkaClientError
 from kafka_direct.kafka.events import ClientEvents
 from kafka_direct.kafka.logs import client_hooks
@@ -161,12 +162,8 @@ def _consumer(settings: WriteSettings, txn_id: str, events: ClientEvents) -> Con
     txn = settings.transactions
     assert txn is not None
     config: dict[str, Any] = {
-        **txn.consumer_config,
+        **marker_consumer_config(txn.consumer_config, txn_id),
         **client_hooks(events),
-        "group.id": txn_id,
-        "isolation.level": "read_committed",  # require_stable: only what committed counts
-        "enable.auto.commit": False,
-        "client.id": "kafka-direct-sink-marker",
     }
     try:
         return Consumer(config)

@@ -98,10 +98,10 @@ def packing_settings(opts: SourceOptions) -> PackingSettings:
     cluster with more executor cores, ``minPartitions`` says how many (it also sets the fewest
     tasks)."""
     return PackingSettings(
-        max_records_per_task=opts.max_records_per_task,
-        parallelism=opts.min_partitions or os.cpu_count() or 1,
-        min_tasks=opts.min_partitions,
-        max_records_per_partition=opts.max_records_per_partition,
+        max_records_per_task=opts.splits.max_records_per_task,
+        parallelism=opts.splits.min_partitions or os.cpu_count() or 1,
+        min_tasks=opts.splits.min_partitions,
+        max_records_per_partition=opts.splits.max_records_per_partition,
     )
 
 
@@ -109,8 +109,8 @@ def make_reader(opts: SourceOptions) -> AdminOffsetReader:
     return AdminOffsetReader(
         opts.kafka,
         isolation_level=opts.isolation_level,
-        num_retries=opts.fetch_retries,
-        retry_interval_ms=opts.fetch_retry_interval_ms,
+        num_retries=opts.fetch_offset.num_retries,
+        retry_interval_ms=opts.fetch_offset.retry_interval_ms,
     )
 
 

@@ -42,8 +42,9 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from kafka_direct.config.clients import connection_config
 from kafka_direct.config.kafka import KafkaConfig
-from kafka_direct.config.sink import SinkOptions, connection_config, parse_sink_options
+from kafka_direct.config.sink import SinkOptions, parse_sink_options
 from kafka_direct.consumer.pool import config_fingerprint
 from kafka_direct.errors import ConfigurationError, KafkaClientError, KafkaDirectError
 from kafka_direct.kafka.admin import check_producer_config, new_admin_client

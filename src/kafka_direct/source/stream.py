@@ -78,7 +78,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.planner = StreamPlanner(
             opts, functools.partial(make_reader, opts), on_loss=loss_journal.record
         )
-        group = opts.commit_group
+        group = opts.commits.target
         self.committer = None if group is None else GroupCommitter(opts.kafka, group)
 
     def __repr__(self) -> str:
@@ -89,11 +89,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return offsets_to_json(self.planner.initial_offsets())
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        o = self.opts
-        if o.max_offsets_per_trigger is not None or o.max_offsets_per_partition_per_trigger:
-            return ReadMaxRows(o.max_offsets_per_trigger or _UNLIMITED_ROWS)
-        if o.min_offsets_per_trigger is not None:
-            return ReadMinRows(o.min_offsets_per_trigger)
+        rates = self.opts.rates
+        if rates.limited:
+            return ReadMaxRows(rates.max_offsets or _UNLIMITED_ROWS)
+        if rates.min_offsets is not None:
+            return ReadMinRows(rates.min_offsets)
         return ReadAllAvailable()
 
     @user_facing

@@ -15,15 +15,17 @@ from pathlib import Path
 import pytest
 
 from kafka_direct.config import sink as sink_module
-from kafka_direct.config.kafka import REDACTED
-from kafka_direct.config.sink import (
+from kafka_direct.config.clients import (
     DEFAULT_DELIVERY_TIMEOUT_MS,
     DEFAULT_TRANSACTION_TIMEOUT_MS,
+    connection_config,
+    producer_config,
+)
+from kafka_direct.config.kafka import REDACTED
+from kafka_direct.config.sink import (
     SINK_OPTION_DEFAULTS,
     SINK_OWNED_KAFKA_KEYS,
-    connection_config,
     parse_sink_options,
-    producer_config,
 )
 from kafka_direct.errors import ConfigurationError, UnsupportedKafkaOptionError
 

@@ -349,27 +349,27 @@ def test_owned_kafka_key_is_refused_whatever_its_case() -> None:
         pytest.param(True, "fail_on_data_loss", True, id="failOnDataLoss true"),
         pytest.param(True, "include_headers", False, id="includeHeaders false"),
         pytest.param(True, "timestamp_strategy", "error", id="timestamp strategy error"),
-        pytest.param(True, "poll_timeout_ms", 120_000, id="pollTimeoutMs 120 s"),
-        pytest.param(True, "fetch_retries", 3, id="fetchOffset.numRetries 3"),
-        pytest.param(True, "fetch_retry_interval_ms", 10, id="retryIntervalMs 10"),
-        pytest.param(True, "max_offsets_per_trigger", None, id="no maxOffsetsPerTrigger"),
-        pytest.param(True, "min_offsets_per_trigger", None, id="no minOffsetsPerTrigger"),
-        pytest.param(True, "max_trigger_delay_ms", 900_000, id="maxTriggerDelay 15m"),
-        pytest.param(True, "max_offsets_per_partition_per_trigger", None, id="no per-partition"),
-        pytest.param(True, "min_partitions", None, id="no minPartitions"),
-        pytest.param(True, "max_records_per_partition", None, id="no maxRecordsPerPartition"),
+        pytest.param(True, "reads.poll_timeout_ms", 120_000, id="pollTimeoutMs 120 s"),
+        pytest.param(True, "fetch_offset.num_retries", 3, id="fetchOffset.numRetries 3"),
+        pytest.param(True, "fetch_offset.retry_interval_ms", 10, id="retryIntervalMs 10"),
+        pytest.param(True, "rates.max_offsets", None, id="no maxOffsetsPerTrigger"),
+        pytest.param(True, "rates.min_offsets", None, id="no minOffsetsPerTrigger"),
+        pytest.param(True, "rates.max_trigger_delay_ms", 900_000, id="maxTriggerDelay 15m"),
+        pytest.param(True, "rates.max_offsets_per_partition", None, id="no per-partition"),
+        pytest.param(True, "splits.min_partitions", None, id="no minPartitions"),
+        pytest.param(True, "splits.max_records_per_partition", None, id="no maxRecords"),
         pytest.param(True, "group_id_prefix", "spark-kafka-source", id="Spark's group prefix"),
-        pytest.param(True, "user_group_id", None, id="no user group"),
-        pytest.param(True, "consumer_cache_enabled", True, id="consumer cache on"),
-        pytest.param(True, "consumer_cache_capacity", 64, id="consumer cache capacity 64"),
-        pytest.param(True, "consumer_cache_timeout_ms", 300_000, id="consumer cache 5 min"),
-        pytest.param(True, "arrow_batch_size", 20_000, id="arrow batch 20000"),
-        pytest.param(True, "streaming", True, id="streaming flag kept"),
-        pytest.param(False, "streaming", False, id="batch flag kept"),
+        pytest.param(True, "commits.group", None, id="no group"),
+        pytest.param(True, "consumer_cache.enabled", True, id="consumer cache on"),
+        pytest.param(True, "consumer_cache.capacity", 64, id="consumer cache capacity 64"),
+        pytest.param(True, "consumer_cache.timeout_ms", 300_000, id="consumer cache 5 min"),
+        pytest.param(True, "reads.batch_size", 20_000, id="arrow batch 20000"),
     ],
 )
 def test_defaults(streaming: bool | None, attribute: str, expected: Any) -> None:
-    value = getattr(parse(SUB, streaming), attribute)
+    value: Any = parse(SUB, streaming)
+    for part in attribute.split("."):
+        value = getattr(value, part)
     if dataclasses.is_dataclass(value):
         value = (value.kind, value.offsets, value.timestamp)
     assert value == expected
@@ -388,15 +388,17 @@ def test_default_isolation_level_is_not_passed_through_as_a_kafka_key() -> None:
         pytest.param({"startingoffsets": "earliest"}, "starting.kind", "earliest", id="lower"),
         pytest.param({"FailOnDataLoss": "FALSE"}, "fail_on_data_loss", False, id="boolean"),
         pytest.param({"INCLUDEHEADERS": "True"}, "include_headers", True, id="headers"),
-        pytest.param({"maxoffsetspertrigger": "7"}, "max_offsets_per_trigger", 7, id="max"),
-        pytest.param({"KAFKACONSUMER.POLLTIMEOUTMS": "5"}, "poll_timeout_ms", 5, id="dotted"),
+        pytest.param({"maxoffsetspertrigger": "7"}, "rates.max_offsets", 7, id="max"),
+        pytest.param({"KAFKACONSUMER.POLLTIMEOUTMS": "5"}, "reads.poll_timeout_ms", 5, id="dotted"),
         pytest.param(
             {"startingOffsetsByTimestampStrategy": "LATEST"},
             "timestamp_strategy",
             "latest",
             id="strategy value",
         ),
-        pytest.param({"MAXTRIGGERDELAY": "2H"}, "max_trigger_delay_ms", 7_200_000, id="delay"),
+        pytest.param(
+            {"MAXTRIGGERDELAY": "2H"}, "rates.max_trigger_delay_ms", 7_200_000, id="delay"
+        ),
     ],
 )
 def test_option_names_are_case_insensitive(
@@ -612,13 +614,13 @@ def test_kafka_params_pass_through_without_prefix() -> None:
         "sasl.password": " padded secret ",  # verbatim: a secret may start or end with a space
     }
     assert opts.bootstrap_servers == "broker1:9092,broker2:9092"
-    assert opts.user_group_id == "my-group"
+    assert opts.commits.group == "my-group"
     assert opts.isolation_level == "read_committed"
 
 
 def test_none_values_are_treated_as_unset() -> None:
     opts = parse({**SUB, "startingOffsets": None, "maxOffsetsPerTrigger": None})  # type: ignore[dict-item]
-    assert (opts.starting.kind, opts.max_offsets_per_trigger) == ("latest", None)
+    assert (opts.starting.kind, opts.rates.max_offsets) == ("latest", None)
 
 
 @pytest.mark.parametrize(
@@ -637,7 +639,7 @@ def test_none_values_are_treated_as_unset() -> None:
 )
 def test_durations(text: str, ms: int) -> None:
     assert parse_duration_ms(text) == ms
-    assert parse({**SUB, "maxTriggerDelay": text}).max_trigger_delay_ms == ms
+    assert parse({**SUB, "maxTriggerDelay": text}).rates.max_trigger_delay_ms == ms
 
 
 @pytest.mark.parametrize(
@@ -651,27 +653,32 @@ def test_invalid_durations(text: str) -> None:
 @pytest.mark.parametrize(
     ("name", "value", "attribute", "expected"),
     [
-        pytest.param("minOffsetsPerTrigger", "5", "min_offsets_per_trigger", 5, id="min"),
-        pytest.param("maxOffsetsPerTrigger", "5", "max_offsets_per_trigger", 5, id="max"),
+        pytest.param("minOffsetsPerTrigger", "5", "rates.min_offsets", 5, id="min"),
+        pytest.param("maxOffsetsPerTrigger", "5", "rates.max_offsets", 5, id="max"),
         pytest.param(
-            "maxOffsetsPerPartitionPerTrigger", "1", "max_offsets_per_partition_per_trigger", 1,
+            "maxOffsetsPerPartitionPerTrigger", "1", "rates.max_offsets_per_partition", 1,
             id="per partition",
         ),
-        pytest.param("minPartitions", "12", "min_partitions", 12, id="minPartitions"),
-        pytest.param("maxRecordsPerPartition", "9", "max_records_per_partition", 9, id="maxRecs"),
-        pytest.param("fetchOffset.numRetries", "0", "fetch_retries", 0, id="no retries"),
-        pytest.param("consumerCache.enabled", "false", "consumer_cache_enabled", False, id="cache"),
-        pytest.param("fastPath.enabled", "false", "fast_path", False, id="fast path off"),
+        pytest.param("minPartitions", "12", "splits.min_partitions", 12, id="minPartitions"),
+        pytest.param(
+            "maxRecordsPerPartition", "9", "splits.max_records_per_partition", 9, id="maxRecs"
+        ),
+        pytest.param("fetchOffset.numRetries", "0", "fetch_offset.num_retries", 0, id="no retries"),
+        pytest.param("consumerCache.enabled", "false", "consumer_cache.enabled", False, id="cache"),
+        pytest.param("fastPath.enabled", "false", "reads.fast_path", False, id="fast path off"),
         pytest.param("groupIdPrefix", "mine", "group_id_prefix", "mine", id="prefix"),
     ],
 )  # fmt: skip
 def test_accepted_values(name: str, value: str, attribute: str, expected: object) -> None:
-    assert getattr(parse({**SUB, name: value}), attribute) == expected
+    got: Any = parse({**SUB, name: value})
+    for part in attribute.split("."):
+        got = getattr(got, part)
+    assert got == expected
 
 
 def test_min_equal_to_max_offsets_per_trigger_is_accepted() -> None:
     opts = parse({**SUB, "minOffsetsPerTrigger": "5", "maxOffsetsPerTrigger": "5"})
-    assert (opts.min_offsets_per_trigger, opts.max_offsets_per_trigger) == (5, 5)
+    assert (opts.rates.min_offsets, opts.rates.max_offsets) == (5, 5)
 
 
 def test_unknown_options_that_are_no_near_miss_are_ignored_like_spark() -> None:
@@ -682,7 +689,9 @@ def test_unknown_options_that_are_no_near_miss_are_ignored_like_spark() -> None:
 def test_source_options_are_frozen() -> None:
     opts = parse(SUB)
     with pytest.raises(dataclasses.FrozenInstanceError):
-        opts.streaming = False  # type: ignore[misc]
+        opts.fail_on_data_loss = False  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        opts.rates.max_offsets = 1  # type: ignore[misc]
 
 
 def test_source_options_survive_pickling() -> None:

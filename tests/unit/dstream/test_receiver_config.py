@@ -1,4 +1,4 @@
-"""``KafkaUtils.createStream``'s arguments (kafka_direct.config.dstream.receiver_stream_config):
+"""``KafkaUtils.createStream``'s arguments (kafka_direct.config.receiver.receiver_stream_config):
 each mistake is a ConfigurationError naming the argument, the value, what was expected and how
 to fix it; secrets never appear. Pure: no broker, no Spark (checked before Spark is touched)."""
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from kafka_direct.config.dstream import receiver_consumer_config, receiver_stream_config
+from kafka_direct.config.receiver import receiver_stream_config
 from kafka_direct.dstream.kafka_utils import KafkaUtils
 from kafka_direct.errors import ConfigurationError, UnsupportedKafkaOptionError
 
@@ -98,7 +98,7 @@ def test_defaults_and_spark_shapes() -> None:
 
 def test_receivers_are_members_of_the_users_group_that_never_auto_commit() -> None:
     c = config({**PARAMS, "auto.offset.reset": "none", "queued.max.messages.kbytes": "1024"})
-    settings = receiver_consumer_config(c, 3)
+    settings = c.consumer_config(3)
     assert settings["group.id"] == "g"
     assert settings["enable.auto.commit"] == "false"
     assert settings["auto.offset.reset"] == "error"  # librdkafka's 'none'
@@ -117,7 +117,7 @@ def test_create_stream_checks_its_arguments_before_touching_spark() -> None:
 
 
 def test_spark_connect_is_refused_at_start_naming_the_alternative() -> None:
-    from kafka_direct.dstream.receiver_supervisor import ReceiverSupervisor
+    from kafka_direct.dstream.receiver.supervisor import ReceiverSupervisor
 
     class ConnectSession:
         @property

@@ -1,4 +1,4 @@
-"""A receiver's loop (kafka_direct.dstream.receiver) around a fake consumer: blocks, commits
+"""A receiver's loop (kafka_direct.dstream.receiver.loop) around a fake consumer: blocks, commits
 after logging, rebalances, back-pressure, the rate limit, errors and stopping.
 
 No broker, no Spark: a fake consumer hands over fake messages and records pause/resume; blocks
@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from kafka_direct.config.dstream import receiver_stream_config
+from kafka_direct.config.receiver import receiver_stream_config
 from kafka_direct.consumer.rows import ARROW_SCHEMA, ARROW_SCHEMA_WITH_HEADERS
-from kafka_direct.dstream.receiver import Receiver, ReceiverSpec
-from kafka_direct.dstream.wal import BlockWriter, FileSystem, block_meta, read_block
+from kafka_direct.dstream.receiver.loop import Receiver, ReceiverSpec
+from kafka_direct.dstream.receiver.wal import BlockWriter, FileSystem, block_meta, read_block
 from kafka_direct.errors import ConfigurationError
 
 PARAMS = {"bootstrap.servers": "b:9092", "group.id": "g", "sasl.password": "hunter2"}

@@ -1,4 +1,4 @@
-"""The receiver stream's rules (kafka_direct.dstream.receiver_policy, receiver_progress,
+"""The receiver stream's rules (kafka_direct.dstream.receiver.policy, receiver_progress,
 receiver_control): the rate limit, block cutting, the pausing rule, restarts, task slots, merged
 ranges, and the signals between the driver and its receivers. Pure: table-style, with a fake
 clock and tmp_path."""
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kafka_direct.dstream.receiver_control import (
+from kafka_direct.dstream.receiver.control import (
     DriverBeacon,
     ReceiverSignals,
     ReceiverStatus,
@@ -18,7 +18,7 @@ from kafka_direct.dstream.receiver_control import (
     write_probe,
     write_status,
 )
-from kafka_direct.dstream.receiver_policy import (
+from kafka_direct.dstream.receiver.policy import (
     BlockCutter,
     IdleWatch,
     PauseRule,
@@ -29,7 +29,7 @@ from kafka_direct.dstream.receiver_policy import (
     idle_warning,
     task_slots,
 )
-from kafka_direct.dstream.receiver_progress import ReceiverBatchInfo, merge_ranges
+from kafka_direct.dstream.receiver.progress import ReceiverBatchInfo, merge_ranges
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.offsets import OffsetRange
 

@@ -1,4 +1,4 @@
-"""The receiver stream's driver loop (kafka_direct.dstream.receiver_stream) against fakes: a
+"""The receiver stream's driver loop (kafka_direct.dstream.receiver.stream) against fakes: a
 supervisor that starts no Spark job, blocks written by the test as a receiver would, and a frame
 builder that hands the batch function the blocks instead of a DataFrame.
 
@@ -18,14 +18,14 @@ from typing import Any, ClassVar
 
 import pytest
 
-from kafka_direct.config.dstream import receiver_stream_config
+from kafka_direct.config.receiver import receiver_stream_config
 from kafka_direct.consumer.rows import ARROW_SCHEMA
-from kafka_direct.dstream.receiver_control import ReceiverStatus
-from kafka_direct.dstream.receiver_progress import ReceiverBatchFailedError
-from kafka_direct.dstream.receiver_stream import ReceiverKafkaStream
-from kafka_direct.dstream.receiver_supervisor import ReceiverFailedError
-from kafka_direct.dstream.wal import BlockMeta, BlockWriter
-from kafka_direct.dstream.wal_log import PendingBlock
+from kafka_direct.dstream.receiver.control import ReceiverStatus
+from kafka_direct.dstream.receiver.progress import ReceiverBatchFailedError
+from kafka_direct.dstream.receiver.stream import ReceiverKafkaStream
+from kafka_direct.dstream.receiver.supervisor import ReceiverFailedError
+from kafka_direct.dstream.receiver.wal import BlockMeta, BlockWriter
+from kafka_direct.dstream.receiver.wal_log import PendingBlock
 from kafka_direct.errors import StreamStateError
 from kafka_direct.offsets import OffsetRange
 from tests.unit.dstream.test_wal import batch

@@ -1,5 +1,5 @@
-"""The receiver stream's write-ahead log (kafka_direct.dstream.wal, wal_log): the order of a
-block's append, what a block holds, and the driver's recovery and bookkeeping.
+"""The receiver stream's write-ahead log (kafka_direct.dstream.receiver.wal, wal_log): the order
+of a block's append, what a block holds, and the driver's recovery and bookkeeping.
 
 No broker, no Spark: blocks are written to tmp_path; a recording file system shows the order of
 the calls, and a receiver with a fake consumer shows that a block is synced before its offsets
@@ -17,14 +17,14 @@ import pyarrow as pa
 import pytest
 
 from kafka_direct.consumer.rows import ARROW_SCHEMA
-from kafka_direct.dstream.wal import (
+from kafka_direct.dstream.receiver.wal import (
     BlockMeta,
     BlockWriter,
     FileSystem,
     block_meta,
     read_block,
 )
-from kafka_direct.dstream.wal_log import BlockLog
+from kafka_direct.dstream.receiver.wal_log import BlockLog
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.offsets import OffsetRange
 from tests.unit.dstream.test_receiver_loop import FakeMessage, make_receiver

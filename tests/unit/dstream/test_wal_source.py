@@ -1,7 +1,7 @@
 """``kafka_direct_wal``, the receiver stream's internal batch format
-(kafka_direct.dstream.wal_source): its schema is the source's, blocks are grouped into tasks in
-order, and a task yields its blocks' Arrow batches unchanged. No Spark session: the data source
-and reader are called directly, as PySpark's workers call them."""
+(kafka_direct.dstream.receiver.wal_source): its schema is the source's, blocks are grouped into
+tasks in order, and a task yields its blocks' Arrow batches unchanged. No Spark session: the data
+source and reader are called directly, as PySpark's workers call them."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pyarrow as pa
 import pytest
 
 from kafka_direct.consumer.rows import ARROW_SCHEMA, schema_ddl
-from kafka_direct.dstream.wal import BlockMeta, BlockWriter
-from kafka_direct.dstream.wal_source import WalBlocksDataSource, WalBlocksReader
+from kafka_direct.dstream.receiver.wal import BlockMeta, BlockWriter
+from kafka_direct.dstream.receiver.wal_source import WalBlocksDataSource, WalBlocksReader
 from kafka_direct.errors import ConfigurationError
 from tests.unit.dstream.test_wal import batch
 

@@ -53,7 +53,7 @@ def patient(
     q = MicroBatches(cluster, options, **kwargs)
     opts = q.planner.opts
     q.planner._patience = OffsetPatience(
-        opts.unavailable_timeout_ms, clock_s=clock, sleep_s=clock.sleep
+        opts.fetch_offset.unavailable_timeout_ms, clock_s=clock, sleep_s=clock.sleep
     )
     return q
 

@@ -1,10 +1,10 @@
 """The receiver-based stream: ``KafkaUtils.createStream``, Spark's older approach. Runs in the
 Spark driver (the user's process): a loop in a driver thread; receivers run on executors
-(:mod:`~kafka_direct.dstream.receiver_supervisor`), batch reads too.
+(:mod:`~kafka_direct.dstream.receiver.supervisor`), batch reads too.
 
 Receivers are members of the user's consumer group: Kafka assigns them partitions, they log
-what they receive in blocks (:mod:`~kafka_direct.dstream.wal`) and commit each block's offsets
-once it is logged. Every ``batchInterval`` this loop:
+what they receive in blocks (:mod:`~kafka_direct.dstream.receiver.wal`) and commit each
+block's offsets once it is logged. Every ``batchInterval`` this loop:
 
 1. lists the blocks logged and not processed yet, oldest first (on the first batch after a
    restart, those of the earlier run: they are processed first);
@@ -17,7 +17,7 @@ once it is logged. Every ``batchInterval`` this loop:
 A crash between 3 and 4 processes the batch again: the guarantee is at-least-once. Without the
 write-ahead log, what was received and not processed is lost when the driver dies, as in
 Spark. The lifecycle is the direct stream's: ``foreachBatch``, ``start``, ``awaitTermination``,
-``stop(graceful)``, and a :class:`~kafka_direct.dstream.receiver_progress.ReceiverBatchInfo`
+``stop(graceful)``, and a :class:`~kafka_direct.dstream.receiver.progress.ReceiverBatchInfo`
 per batch. ``stop(graceful=True)`` stops the receivers first (each logs and commits its last
 block), then runs a last batch over what they logged, so a graceful stop loses nothing even
 without the WAL.
@@ -32,16 +32,16 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kafka_direct.config.dstream import ReceiverStreamConfig
+from kafka_direct.config.receiver import ReceiverStreamConfig
 from kafka_direct.dstream.lifecycle import JobControl, Stopped, StreamLifecycle
-from kafka_direct.dstream.receiver_control import ReceiverStatus
-from kafka_direct.dstream.receiver_progress import (
+from kafka_direct.dstream.receiver.control import ReceiverStatus
+from kafka_direct.dstream.receiver.progress import (
     ReceiverBatchFailedError,
     ReceiverBatchInfo,
     merge_ranges,
 )
-from kafka_direct.dstream.receiver_supervisor import ReceiverSupervisor, new_run_id
-from kafka_direct.dstream.wal_log import BlockLog, PendingBlock, Recovery
+from kafka_direct.dstream.receiver.supervisor import ReceiverSupervisor, new_run_id
+from kafka_direct.dstream.receiver.wal_log import BlockLog, PendingBlock, Recovery
 from kafka_direct.errors import StreamStateError
 
 __all__ = ["ReceiverKafkaStream"]
@@ -120,7 +120,7 @@ class ReceiverKafkaStream(StreamLifecycle[ReceiverBatchInfo]):
         supervisor.check()
         self.recovery = self._log.recover()
         if self._frame_builder == self._frame:
-            from kafka_direct.dstream.wal_source import register_wal_source
+            from kafka_direct.dstream.receiver.wal_source import register_wal_source
 
             register_wal_source(self._spark)
         self._supervisor = supervisor

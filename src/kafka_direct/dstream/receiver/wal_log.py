@@ -1,7 +1,7 @@
 """The Spark driver's side of the write-ahead log: claim the directory, recover it at start, list
 the blocks a batch takes, mark them done and delete them later. Runs in the Spark driver (plain
 file I/O, no Spark, no Kafka client). The format and the receivers' append are in
-:mod:`~kafka_direct.dstream.wal`.
+:mod:`~kafka_direct.dstream.receiver.wal`.
 
 At start (:meth:`BlockLog.recover`):
 
@@ -29,7 +29,7 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kafka_direct.dstream.wal import (
+from kafka_direct.dstream.receiver.wal import (
     BLOCKS,
     DONE,
     VOLATILE,

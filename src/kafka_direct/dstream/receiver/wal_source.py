@@ -23,7 +23,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from kafka_direct.consumer.rows import schema_ddl
-from kafka_direct.dstream.wal import read_block
+from kafka_direct.dstream.receiver.wal import read_block
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.logs import ensure_worker_logging
 from kafka_direct.source.registration import register_once

@@ -2,7 +2,7 @@
 executor (the receiver's Python worker).
 
 Everything that touches the Kafka client is here, so the loop in
-:mod:`~kafka_direct.dstream.receiver` runs against a fake consumer in unit tests:
+:mod:`~kafka_direct.dstream.receiver.loop` runs against a fake consumer in unit tests:
 
 - :func:`new_consumer`: the group member, with the library's log and error hooks, librdkafka's
   refusal of a setting turned into a :class:`~kafka_direct.errors.ConfigurationError`;
@@ -21,11 +21,11 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as CkTopicPartition
 
-from kafka_direct.config.dstream import ReceiverStreamConfig, receiver_consumer_config
+from kafka_direct.config.receiver import ReceiverStreamConfig
 from kafka_direct.consumer.rows import ARROW_SCHEMA, ARROW_SCHEMA_WITH_HEADERS
-from kafka_direct.dstream.receiver import Receiver, ReceiverSpec
-from kafka_direct.dstream.receiver_control import ReceiverSignals, ReceiverStatus, write_status
-from kafka_direct.dstream.wal import BlockWriter
+from kafka_direct.dstream.receiver.control import ReceiverSignals, ReceiverStatus, write_status
+from kafka_direct.dstream.receiver.loop import Receiver, ReceiverSpec
+from kafka_direct.dstream.receiver.wal import BlockWriter
 from kafka_direct.errors import ConfigurationError, KafkaClientError, KafkaDirectError
 from kafka_direct.kafka.events import ClientEvents
 from kafka_direct.kafka.logs import client_hooks
@@ -46,7 +46,7 @@ _DENIED = {
 
 
 def new_consumer(config: ReceiverStreamConfig, receiver: int) -> Any:
-    settings = receiver_consumer_config(config, receiver)
+    settings = config.consumer_config(receiver)
     events = ClientEvents(f"Receiver {receiver} of group '{config.group}'")
     try:
         return Consumer({**settings, **client_hooks(events)})

@@ -1,6 +1,6 @@
 """A receiver: a member of the user's consumer group that writes what it receives to the log.
 Runs in a Spark executor (a Python worker), as one long-running task, for as long as the stream
-runs; the driver starts it (:mod:`~kafka_direct.dstream.receiver_supervisor`) and restarts it
+runs; the driver starts it (:mod:`~kafka_direct.dstream.receiver.supervisor`) and restarts it
 when it dies.
 
 The loop is Spark's ``KafkaReceiver`` with its ``ReliableKafkaReceiver`` rules:
@@ -18,7 +18,7 @@ The loop is Spark's ``KafkaReceiver`` with its ``ReliableKafkaReceiver`` rules:
   or more unprocessed blocks it pauses its partitions (``consumer.pause``), which also empties
   librdkafka's prefetch queue, so memory stays flat whatever the backlog;
 - it ends when the stop marker appears, when a newer run owns the directory, or when the driver
-  has been silent too long (:class:`~kafka_direct.dstream.receiver_control.ReceiverSignals`);
+  has been silent too long (:class:`~kafka_direct.dstream.receiver.control.ReceiverSignals`);
   then it logs its block, commits and leaves the group.
 
 A failed commit is logged and not retried: the block is in the log already, so the worst case is
@@ -36,12 +36,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from kafka_direct.config.dstream import ReceiverStreamConfig
+from kafka_direct.config.receiver import ReceiverStreamConfig
 from kafka_direct.consumer.rows import to_record_batch
-from kafka_direct.dstream.receiver_control import ReceiverSignals, ReceiverStatus, write_status
-from kafka_direct.dstream.receiver_control import resident_bytes as _rss
-from kafka_direct.dstream.receiver_policy import BlockCutter, PauseRule, RateLimiter
-from kafka_direct.dstream.wal import BlockMeta, BlockWriter
+from kafka_direct.dstream.receiver.control import ReceiverSignals, ReceiverStatus, write_status
+from kafka_direct.dstream.receiver.control import resident_bytes as _rss
+from kafka_direct.dstream.receiver.policy import BlockCutter, PauseRule, RateLimiter
+from kafka_direct.dstream.receiver.wal import BlockMeta, BlockWriter
 from kafka_direct.logs import RepeatLimiter
 
 __all__ = ["Receiver", "ReceiverSpec"]

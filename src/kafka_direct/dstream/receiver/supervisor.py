@@ -35,16 +35,16 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from kafka_direct.config.dstream import ReceiverStreamConfig, receiver_consumer_config
-from kafka_direct.dstream.receiver import ReceiverSpec
-from kafka_direct.dstream.receiver_control import (
+from kafka_direct.config.receiver import ReceiverStreamConfig
+from kafka_direct.dstream.receiver.control import (
     DriverBeacon,
     ReceiverStatus,
     check_probe,
     read_status,
     write_probe,
 )
-from kafka_direct.dstream.receiver_policy import (
+from kafka_direct.dstream.receiver.loop import ReceiverSpec
+from kafka_direct.dstream.receiver.policy import (
     IdleWatch,
     RestartPolicy,
     SlotLedger,
@@ -244,7 +244,7 @@ class ReceiverSupervisor:
                 log.warning("Could not write the driver's heartbeat in %s: %s", self.root, exc)
 
     def _supervise(self, index: int) -> None:
-        from kafka_direct.dstream.receiver_kafka import receiver_task
+        from kafka_direct.dstream.receiver.client import receiver_task
 
         self._sc.addJobTag(self._tag)
         self._sc.setLocalProperty(
@@ -329,7 +329,7 @@ def check_kafka(config: ReceiverStreamConfig) -> None:
     from kafka_direct.kafka.admin import check_consumer_config
     from kafka_direct.kafka.offset_reader import AdminOffsetReader
 
-    check_consumer_config(receiver_consumer_config(config, 0), config.kafka)
+    check_consumer_config(config.consumer_config(0), config.kafka)
     reader = AdminOffsetReader(config.kafka)
     try:
         reader.connect()

@@ -1,0 +1,163 @@
+"""The one option reader, and the one ``kafka.*`` parameter validator. Pure: plain library.
+
+Runs wherever options are parsed: the Spark driver's Python processes (the source, the sink and
+the DStream API) and, unpickled with a reader or writer, executors.
+
+:class:`OptionReader` reads Spark-style options (the source's and the sink's): names are
+case-insensitive (PySpark lower-cases them), values are stripped, a missing option takes its
+default from the caller's table, and a near-miss of a known name is refused. Every message names
+the option, the value and what was expected, in one wording for every API.
+
+:func:`kafka_params` judges librdkafka settings, however the user passed them: ``kafka.``-prefixed
+options (the source, the sink) or a ``kafkaParams`` dict (the DStream API, ``prefix=""``). The
+keys the caller owns are refused with what to do instead, Java-only settings with their
+librdkafka equivalents, and ``bootstrap.servers`` and ``isolation.level`` are checked once, here.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping
+from typing import TypeVar
+
+from kafka_direct.config.defaults import parse_duration_ms
+from kafka_direct.config.kafka import KafkaConfig, refuse_jvm_settings
+from kafka_direct.errors import ConfigurationError, UnsupportedKafkaOptionError
+from kafka_direct.redaction import REDACTED, is_secret
+
+__all__ = ["ISOLATION_LEVELS", "OptionReader", "kafka_params", "refuse_near_misses"]
+
+#: The values of ``isolation.level`` librdkafka (and Java) accept.
+ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
+
+_Choice = TypeVar("_Choice", bound=str)
+
+
+class OptionReader:
+    """Case-insensitive lookup of Spark-style options, with ``defaults`` for the missing ones.
+
+    ``what`` names the options in messages ("source", "sink"). Values are compared as given
+    (stripped); ``kafka.`` options are handed on verbatim by :meth:`kafka_options`.
+    """
+
+    def __init__(self, raw: Mapping[str, str], defaults: Mapping[str, str], what: str) -> None:
+        self.raw = {str(k).lower(): str(v) for k, v in raw.items() if v is not None}
+        self._defaults = {name.lower(): value for name, value in defaults.items()}
+        self._names = [*defaults]
+        self.what = what
+
+    def refuse_near_misses(self, *also_known: str) -> None:
+        """Refuse an option whose name is a near-miss of a known one (see the function)."""
+        refuse_near_misses(self.raw, [*self._names, *also_known], self.what)
+
+    def get(self, name: str) -> str | None:
+        """The option as given (stripped), or None when it is not set."""
+        value = self.raw.get(name.lower())
+        return value.strip() if value is not None else None
+
+    def text(self, name: str) -> str:
+        """The option as given (stripped), else its default."""
+        value = self.get(name)
+        return value if value is not None else self._defaults[name.lower()]
+
+    def boolean(self, name: str) -> bool:
+        value = self.text(name)
+        if value.lower() not in ("true", "false"):
+            raise ConfigurationError(name, value, "'true' or 'false'")
+        return value.lower() == "true"
+
+    def integer(self, name: str, *, minimum: int) -> int:
+        raw = self.text(name)
+        try:
+            value = int(raw)
+        except ValueError:
+            value = minimum - 1
+        if value < minimum:
+            raise ConfigurationError(name, raw, f"an integer >= {minimum}")
+        return value
+
+    def optional_int(self, name: str, *, minimum: int) -> int | None:
+        return None if self.get(name) is None else self.integer(name, minimum=minimum)
+
+    def duration(self, name: str) -> int:
+        """Milliseconds, from Spark's duration strings ('15m', '30s', '500ms'; a number is ms)."""
+        raw = self.text(name)
+        try:
+            return parse_duration_ms(raw)
+        except ValueError:
+            raise ConfigurationError(
+                name, raw, "a duration such as '15m', '30s' or '500ms'"
+            ) from None
+
+    def choice(
+        self, name: str, choices: tuple[_Choice, ...], expected: str | None = None
+    ) -> _Choice:
+        """One of ``choices``, whatever its case; ``expected`` words the list in messages."""
+        raw = self.text(name)
+        for choice in choices:
+            if raw.lower() == choice:
+                return choice
+        words = [f"'{c}'" for c in choices]
+        listed = words[0] if len(words) == 1 else f"{', '.join(words[:-1])} or {words[-1]}"
+        raise ConfigurationError(name, raw, expected or listed)
+
+    def kafka_options(self) -> dict[str, str]:
+        """The ``kafka.*`` options without the prefix, values verbatim: a secret may start or
+        end with a space. Judge them with :func:`kafka_params`."""
+        return {k[len("kafka.") :]: v for k, v in self.raw.items() if k.startswith("kafka.")}
+
+
+def refuse_near_misses(options: Mapping[str, str], known_names: Iterable[str], what: str) -> None:
+    """Refuse an option whose name is a near-miss of a known one (``what``: "source", "sink").
+
+    Spark ignores unknown options, and passes its own (``path``, ``checkpointLocation``...), so
+    only near-misses are refused: a typo such as ``startingOffset`` or ``topics`` would otherwise
+    fall back to a default without a word. ``kafka.`` options are librdkafka's to judge.
+    """
+    known = {name.lower(): name for name in known_names}
+    for key, value in options.items():
+        if key.startswith("kafka.") or key in known:
+            continue
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.85)
+        if close:
+            raise ConfigurationError(
+                key,
+                REDACTED if is_secret(key) else value,
+                f"a known {what} option",
+                f"Did you mean '{known[close[0]]}'?",
+            )
+
+
+def kafka_params(
+    params: Mapping[str, str],
+    *,
+    owned: Mapping[str, str],
+    owner: str,
+    prefix: str = "kafka.",
+    bootstrap_fix: str = "Set .option('kafka.bootstrap.servers', 'host1:9092,host2:9092').",
+) -> KafkaConfig:
+    """Judge librdkafka settings (names without ``prefix``, as the user wrote them with it).
+
+    ``owned`` maps the keys ``owner`` ("source", "sink") sets itself to what to do instead;
+    ``bootstrap_fix`` says where to add a missing ``bootstrap.servers`` in the caller's terms.
+    Values are kept verbatim; a secret's value never appears in a message.
+    """
+    for name, value in params.items():
+        reason = owned.get(name)
+        if reason is not None:
+            shown = REDACTED if is_secret(name) else value
+            raise UnsupportedKafkaOptionError(prefix + name, shown, reason, owner=owner)
+    refuse_jvm_settings(params, prefix=prefix)
+    if not params.get("bootstrap.servers", "").strip():
+        raise ConfigurationError(
+            prefix + "bootstrap.servers",
+            params.get("bootstrap.servers"),
+            "a comma-separated list of host:port",
+            bootstrap_fix,
+        )
+    level = params.get("isolation.level")
+    if level is not None and level not in ISOLATION_LEVELS:
+        raise ConfigurationError(
+            prefix + "isolation.level", level, "'read_committed' or 'read_uncommitted'"
+        )
+    return KafkaConfig(params)
