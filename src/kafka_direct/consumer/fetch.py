@@ -27,21 +27,23 @@ import logging
 import threading
 import time
 from bisect import bisect_left
-from collections.abc import Callable, Iterator
-from typing import Any, NamedTuple, Protocol
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from enum import Enum
+from typing import Any, NamedTuple, Protocol, cast
 
 import pyarrow as pa
 from confluent_kafka import KafkaError
 from confluent_kafka import TopicPartition as CkTopicPartition
 
+from kafka_direct.config.clients import ExecutorSettings
 from kafka_direct.consumer.native import NativeConsumer
 from kafka_direct.consumer.rows import to_record_batch
 from kafka_direct.errors import DataLossError, FetchTimeoutError, KafkaClientError
 from kafka_direct.kafka.events import ClientEvents
 from kafka_direct.kafka.translate import kafka_errors, translate
-from kafka_direct.offsets import OffsetRange
+from kafka_direct.offsets import OffsetRange, TopicPartition
 
-__all__ = ["KafkaConsumerLike", "PartitionConsumer", "Taken", "fetch_range"]
+__all__ = ["KafkaConsumerLike", "Outcome", "PartitionConsumer", "Taken", "fetch_range"]
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +91,57 @@ class KafkaConsumerLike(Protocol):
     def close(self) -> None: ...
 
 
-class PartitionConsumer:
+class TaskConsumer:
+    """A Kafka client that reads a task's ranges, plus what *we* know of its queue. The two
+    kinds: :class:`PartitionConsumer` (one range) and
+    :class:`~kafka_direct.consumer.packed.GroupConsumer` (a packed task's ranges). Each has one
+    ``read`` (the task's ranges) and one ``take`` (one read of the queue); which read path
+    takes records, the C fast path or confluent-kafka's messages, is decided when the client
+    is set, not at every read."""
+
+    def __init__(
+        self, consumer: KafkaConsumerLike | NativeConsumer, events: ClientEvents | None = None
+    ) -> None:
+        self._native: NativeConsumer | None = None
+        self.consumer = consumer
+        #: The consumer's ``error_cb`` (explains a timeout; stops waiting on a config error).
+        self.events = events
+        #: The offset after the last record taken off the queue (None: not known).
+        self.next_offset: int | None = None
+
+    @property
+    def consumer(self) -> KafkaConsumerLike | NativeConsumer:
+        """The Kafka client: confluent-kafka's ``Consumer``, or the fast path's
+        (:mod:`kafka_direct.consumer.native`), whose reads the C code filters and converts."""
+        return self._consumer
+
+    @consumer.setter
+    def consumer(self, client: KafkaConsumerLike | NativeConsumer) -> None:
+        self._consumer = client
+        self._native = client if isinstance(client, NativeConsumer) else None
+
+    def read(
+        self,
+        ranges: Sequence[OffsetRange],
+        settings: ExecutorSettings,
+        log_starts: Mapping[TopicPartition, int],
+        on_skip: OnSkip | None = None,
+    ) -> Iterator[pa.RecordBatch]:
+        """The records of a task's ``ranges``, as Arrow batches."""
+        raise NotImplementedError
+
+    def position_at(
+        self, topic: str, partition: int, offset: int, log_start: int | None = None
+    ) -> None:
+        """Make ``offset`` the next record delivered for ``topic``-``partition`` (the data-loss
+        checks call it when they skip lost records)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+class PartitionConsumer(TaskConsumer):
     """A consumer assigned to one topic-partition, plus what *we* know of its queue position.
 
     ``next_offset`` is the offset right after the last message taken off the consumer's queue.
@@ -102,13 +154,39 @@ class PartitionConsumer:
     def __init__(
         self, consumer: KafkaConsumerLike | NativeConsumer, events: ClientEvents | None = None
     ) -> None:
-        self.consumer = consumer
-        #: The consumer's ``error_cb`` (explains a timeout; stops waiting on a config error).
-        self.events = events
-        self.next_offset: int | None = None
+        super().__init__(consumer, events)
         #: Mean key + value bytes of the records last read (``None`` before any).
         self.record_bytes: float | None = None
         self._assigned: tuple[str, int] | None = None
+
+    def read(
+        self,
+        ranges: Sequence[OffsetRange],
+        settings: ExecutorSettings,
+        log_starts: Mapping[TopicPartition, int],
+        on_skip: OnSkip | None = None,
+    ) -> Iterator[pa.RecordBatch]:
+        """The records of the task's one range, as Arrow batches (:func:`fetch_range`)."""
+        (rng,) = ranges
+        return fetch_range(
+            self,
+            rng,
+            poll_timeout_ms=settings.poll_timeout_ms,
+            fail_on_data_loss=settings.fail_on_data_loss,
+            batch_size=settings.batch_size,
+            include_headers=settings.include_headers,
+            log_start=log_starts.get(rng.topic_partition),
+            on_skip=on_skip,
+        )
+
+    def take(self, rng: OffsetRange, nxt: int, n: int, slice_s: float, headers: bool) -> Taken:
+        """One read of up to ``n`` records of ``rng`` from ``nxt``, waiting up to ``slice_s``
+        (see :class:`Taken`), through the client's read path."""
+        if self._native is not None:
+            return _take_native(self, self._native, rng, nxt, n, slice_s, headers)
+        return _take_python(
+            self, cast(KafkaConsumerLike, self._consumer), rng, nxt, n, slice_s, headers
+        )
 
     def note_sizes(self, batch: pa.RecordBatch) -> None:
         """Remember the mean key + value size of ``batch``'s records (for the skip-ahead limit)."""
@@ -141,9 +219,6 @@ class PartitionConsumer:
         self._assigned = (topic, partition)
         self.next_offset = offset
 
-    def close(self) -> None:
-        self.consumer.close()
-
 
 def fetch_range(
     pc: PartitionConsumer,
@@ -167,83 +242,136 @@ def fetch_range(
     if nxt >= until:
         return
     pc.position_at(rng.topic, rng.partition, nxt, log_start)
-    timeout_s = poll_timeout_ms / 1000.0
-    slice_s = min(CONSUME_SLICE_S, timeout_s)
-    deadline = time.monotonic() + timeout_s
-    events = pc.events
-    # Only client events since this read last made progress count (see ClientEvents).
-    mark = events.mark() if events is not None else 0
+    slice_s = min(CONSUME_SLICE_S, poll_timeout_ms / 1000.0)
+    progress = Progress(pc.events, poll_timeout_ms)
     while nxt < until:
         n = min(until - nxt, batch_size)
-        taken = _take(pc, rng, nxt, n, slice_s, include_headers)
-        batch, nxt, eof = taken.batch, taken.next_offset, taken.eof
-        if not taken.got:
-            fatal = events.config_error(mark) if events is not None else None
-            if fatal is not None:
-                raise fatal  # authentication, TLS: waiting cannot help
-            if time.monotonic() > deadline:
-                raise _timeout(rng, nxt, poll_timeout_ms, events)
+        taken = pc.take(rng, nxt, n, slice_s, include_headers)
+        batch, nxt, outcome = taken.batch, taken.next_offset, taken.outcome
+        if outcome is Outcome.NOTHING:
+            progress.check(rng, nxt)
             continue
-        if events is not None:
-            mark = events.mark()
-        deadline = time.monotonic() + timeout_s
-        if eof is not None and eof != _OUT_OF_RANGE:
+        progress.made()
+        log_end = taken.log_end
+        if log_end is not None:
             # A trailing EOF: the queue now stands at the log end, even when the range was
             # already complete. librdkafka sends one EOF per log end, so a pooled consumer that
             # forgot it would wait the whole poll timeout on a next range ending at a marker.
             # (Set before the yield: the generator may be closed there.)
-            pc.next_offset = eof
+            pc.next_offset = log_end
         if batch is not None:
             yield batch
             del batch
             # Time spent downstream while suspended here is not time waiting on Kafka.
-            deadline = time.monotonic() + timeout_s
-        if eof == _OUT_OF_RANGE:
+            progress.restart()
+        if outcome is Outcome.OUT_OF_RANGE:
             # librdkafka stops fetching after this error (auto.offset.reset=error), so the
             # queue cannot be reused: the next read of this partition must re-assign.
             pc.next_offset = None
             if nxt < until:
                 nxt = _out_of_range(pc, rng, nxt, fail_on_data_loss, on_skip)
-        elif eof is not None and nxt < until:
-            # Everything before the log end has been delivered, so [nxt, eof) is a gap.
+        elif log_end is not None and nxt < until:
+            # Everything before the log end has been delivered, so [nxt, log_end) is a gap.
             nxt = (
                 until
-                if eof >= until
-                else _check_short_log(pc, rng, max(nxt, eof), fail_on_data_loss, on_skip)
+                if log_end >= until
+                else _check_short_log(pc, rng, max(nxt, log_end), fail_on_data_loss, on_skip)
             )
 
 
-class Taken(NamedTuple):
-    """What one ``consume(n)`` gave the fetch loop."""
+class Progress:
+    """How long a read may go without progress (``kafkaConsumer.pollTimeoutMs``), and what its
+    client reported meanwhile: the fetch loops of one range and of a packed task share it."""
 
-    #: Whether anything (records or events) came.
-    got: bool
+    def __init__(self, events: ClientEvents | None, poll_timeout_ms: int) -> None:
+        self.events = events
+        self.poll_timeout_ms = poll_timeout_ms
+        self._timeout_s = poll_timeout_ms / 1000.0
+        # Only client events since the read last made progress count (see ClientEvents).
+        self._mark = events.mark() if events is not None else 0
+        self._deadline = 0.0
+        self.restart()
+
+    def restart(self) -> None:
+        """Start the wait again (time spent downstream is not time waiting on Kafka)."""
+        self._deadline = time.monotonic() + self._timeout_s
+
+    def made(self) -> None:
+        """Something came: what the client reported so far is explained; the wait restarts."""
+        if self.events is not None:
+            self._mark = self.events.mark()
+        self.restart()
+
+    def check(self, rng: OffsetRange, nxt: int) -> None:
+        """Nothing came: raise a configuration error the client reported (authentication, TLS:
+        waiting cannot help), or the timeout once the wait is over."""
+        fatal = self.events.config_error(self._mark) if self.events is not None else None
+        if fatal is not None:
+            raise fatal
+        if time.monotonic() > self._deadline:
+            raise _timeout(rng, nxt, self.poll_timeout_ms, self.events)
+
+
+class Outcome(Enum):
+    """How one read of a consumer's queue ended."""
+
+    #: Nothing came within the wait.
+    NOTHING = "nothing"
+    #: Records or events came, and the read did not end at the log end.
+    RECORDS = "records"
+    #: The read ended in an EOF event: the queue stands at the log end (``Taken.log_end``).
+    LOG_END = "log end"
+    #: The position is out of range (the data is gone); librdkafka stopped fetching.
+    OUT_OF_RANGE = "out of range"
+
+    @staticmethod
+    def of(eof: int | None) -> Outcome:
+        """The outcome of a read that brought something, from its ``eof`` slot: the log end,
+        :data:`_OUT_OF_RANGE`, or None (as the C fast path and :func:`_split_events` give it)."""
+        if eof is None:
+            return Outcome.RECORDS
+        return Outcome.OUT_OF_RANGE if eof == _OUT_OF_RANGE else Outcome.LOG_END
+
+
+class Taken(NamedTuple):
+    """What one read of the consumer's queue gave the fetch loop."""
+
+    outcome: Outcome
     #: The Arrow batch of its records in the range, or None.
     batch: pa.RecordBatch | None
     #: The next offset to read.
     next_offset: int
-    #: The log end if it ended in an EOF event, ``_OUT_OF_RANGE`` after "out of range", or None.
-    eof: int | None
+    #: Where the log ends, when the read ended there (:attr:`Outcome.LOG_END`), else None.
+    log_end: int | None = None
+
+    @staticmethod
+    def of(eof: int | None, batch: pa.RecordBatch | None, next_offset: int) -> Taken:
+        """A read that brought something, with its ``eof`` slot (see :meth:`Outcome.of`)."""
+        outcome = Outcome.of(eof)
+        return Taken(outcome, batch, next_offset, eof if outcome is Outcome.LOG_END else None)
 
 
-def _take(
-    pc: PartitionConsumer, rng: OffsetRange, nxt: int, n: int, slice_s: float, headers: bool
+def _take_python(
+    pc: PartitionConsumer,
+    consumer: KafkaConsumerLike,
+    rng: OffsetRange,
+    nxt: int,
+    n: int,
+    slice_s: float,
+    headers: bool,
 ) -> Taken:
-    """One ``consume(n)`` (see :class:`Taken`).
+    """:meth:`PartitionConsumer.take` through confluent-kafka's messages.
 
     Everything the messages are used for happens here, with the garbage collector paused, and
-    they are freed before it resumes (see :class:`_GcPaused`). A fast-path consumer
-    (:mod:`kafka_direct.consumer.native`) does the same in C, with no message objects.
+    they are freed before it resumes (see :class:`_GcPaused`).
     """
-    if isinstance(pc.consumer, NativeConsumer):
-        return _take_native(pc, pc.consumer, rng, nxt, n, slice_s, headers)
     until = rng.until_offset
     batch = None
     with _GcPaused():
         with kafka_errors(f"Consuming {rng}"):
-            msgs = pc.consumer.consume(n, slice_s)
+            msgs = consumer.consume(n, slice_s)
         if not msgs:
-            return Taken(False, None, nxt, None)
+            return Taken(Outcome.NOTHING, None, nxt)
         data, eof = _split_events(msgs, rng)
         if data:
             first, last = data[0].offset(), data[-1].offset()
@@ -265,7 +393,7 @@ def _take(
                 del rows
                 pc.note_sizes(batch)
         del msgs, data
-    return Taken(True, batch, nxt, eof)
+    return Taken.of(eof, batch, nxt)
 
 
 def _take_native(
@@ -277,13 +405,14 @@ def _take_native(
     slice_s: float,
     headers: bool,
 ) -> Taken:
-    """:func:`_take` on the fast path: the range filter and event scan ran in C."""
+    """:meth:`PartitionConsumer.take` on the fast path: the range filter and event scan ran in C,
+    with no message objects."""
     with kafka_errors(f"Consuming {rng}"):
         got = consumer.consume_batch(
             rng.topic, rng.partition, nxt, rng.until_offset, n, slice_s, headers
         )
     if got is None:
-        return Taken(False, None, nxt, None)
+        return Taken(Outcome.NOTHING, None, nxt)
     if got.error is not None:
         raise translate(KafkaError(*got.error), f"Consuming {rng}")
     if got.last >= 0:
@@ -292,7 +421,7 @@ def _take_native(
         nxt = rng.until_offset if got.beyond else max(nxt, got.last + 1)
     if got.batch is not None:
         pc.note_sizes(got.batch)
-    return Taken(True, got.batch, nxt, got.eof)
+    return Taken.of(got.eof, got.batch, nxt)
 
 
 class _GcPaused:
@@ -331,9 +460,9 @@ class _GcPaused:
                 gc.enable()
 
 
-#: The log-end slot of ``_take``'s answer for "offset out of range" (a log end is never < 0).
-#: The C fast path returns the same value (``eof`` in ``_rdkafka_consume.c``), and
-#: ``_take_native`` passes it through unchanged: the two must not drift apart.
+#: The log-end slot of a read's answer for "offset out of range" (a log end is never < 0): the
+#: C fast path returns this value (``eof`` in ``_rdkafka_consume.c``), and :func:`_split_events`
+#: the same, so that :meth:`Outcome.of` reads both: the two must not drift apart.
 _OUT_OF_RANGE = -1
 
 
@@ -381,7 +510,7 @@ def _timeout(
     )
 
 
-def _watermarks(pc: PartitionConsumer, rng: OffsetRange) -> tuple[int, int]:
+def _watermarks(pc: TaskConsumer, rng: OffsetRange) -> tuple[int, int]:
     """The partition's log start and end, asked of its leader.
 
     Asked only when the read stalls (EOF short of the range, or out of range), which is also
@@ -408,7 +537,7 @@ def _watermarks(pc: PartitionConsumer, rng: OffsetRange) -> tuple[int, int]:
 
 
 def _check_short_log(
-    pc: PartitionConsumer, rng: OffsetRange, nxt: int, fail: bool, on_skip: OnSkip | None = None
+    pc: TaskConsumer, rng: OffsetRange, nxt: int, fail: bool, on_skip: OnSkip | None = None
 ) -> int:
     """EOF before ``until``: more data is on its way, or the log shrank (topic recreated)."""
     _low, high = _watermarks(pc, rng)
@@ -422,7 +551,7 @@ def _check_short_log(
 
 
 def _out_of_range(
-    pc: PartitionConsumer, rng: OffsetRange, nxt: int, fail: bool, on_skip: OnSkip | None = None
+    pc: TaskConsumer, rng: OffsetRange, nxt: int, fail: bool, on_skip: OnSkip | None = None
 ) -> int:
     low, high = _watermarks(pc, rng)
     if low <= nxt < high:
@@ -437,7 +566,7 @@ def _out_of_range(
 
 
 def _lost(
-    pc: PartitionConsumer,
+    pc: TaskConsumer,
     rng: OffsetRange,
     nxt: int,
     resume: int,
