@@ -28,8 +28,9 @@ import threading
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, NamedTuple, Protocol, cast
+from typing import Any, NamedTuple, Protocol, TypedDict, cast
 
 import pyarrow as pa
 from confluent_kafka import KafkaError
@@ -43,7 +44,16 @@ from kafka_direct.kafka.events import ClientEvents
 from kafka_direct.kafka.translate import kafka_errors, translate
 from kafka_direct.offsets import OffsetRange, TopicPartition
 
-__all__ = ["KafkaConsumerLike", "Outcome", "PartitionConsumer", "Taken", "fetch_range"]
+__all__ = [
+    "FetchOptions",
+    "KafkaConsumerLike",
+    "Outcome",
+    "PartitionConsumer",
+    "ReadTask",
+    "Taken",
+    "TaskConsumer",
+    "fetch_range",
+]
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +101,37 @@ class KafkaConsumerLike(Protocol):
     def close(self) -> None: ...
 
 
+class FetchOptions(TypedDict):
+    """The source options a fetch loop obeys (see :func:`fetch_range`)."""
+
+    poll_timeout_ms: int
+    fail_on_data_loss: bool
+    batch_size: int
+    include_headers: bool
+
+
+@dataclass(frozen=True)
+class ReadTask:
+    """What one Spark read task reads: its non-empty ranges, with the settings pickled from the
+    driver. ``log_starts``: the partitions' first offsets when the driver planned the ranges,
+    where it knew them; ``on_skip`` hears of offsets skipped as lost."""
+
+    ranges: Sequence[OffsetRange]
+    settings: ExecutorSettings
+    log_starts: Mapping[TopicPartition, int] = field(default_factory=dict)
+    on_skip: OnSkip | None = None
+
+    @property
+    def options(self) -> FetchOptions:
+        s = self.settings
+        return FetchOptions(
+            poll_timeout_ms=s.poll_timeout_ms,
+            fail_on_data_loss=s.fail_on_data_loss,
+            batch_size=s.batch_size,
+            include_headers=s.include_headers,
+        )
+
+
 class TaskConsumer:
     """A Kafka client that reads a task's ranges, plus what *we* know of its queue. The two
     kinds: :class:`PartitionConsumer` (one range) and
@@ -120,14 +161,8 @@ class TaskConsumer:
         self._consumer = client
         self._native = client if isinstance(client, NativeConsumer) else None
 
-    def read(
-        self,
-        ranges: Sequence[OffsetRange],
-        settings: ExecutorSettings,
-        log_starts: Mapping[TopicPartition, int],
-        on_skip: OnSkip | None = None,
-    ) -> Iterator[pa.RecordBatch]:
-        """The records of a task's ``ranges``, as Arrow batches."""
+    def read(self, task: ReadTask) -> Iterator[pa.RecordBatch]:
+        """The records of ``task``'s ranges, as Arrow batches."""
         raise NotImplementedError
 
     def position_at(
@@ -159,34 +194,52 @@ class PartitionConsumer(TaskConsumer):
         self.record_bytes: float | None = None
         self._assigned: tuple[str, int] | None = None
 
-    def read(
-        self,
-        ranges: Sequence[OffsetRange],
-        settings: ExecutorSettings,
-        log_starts: Mapping[TopicPartition, int],
-        on_skip: OnSkip | None = None,
-    ) -> Iterator[pa.RecordBatch]:
+    def read(self, task: ReadTask) -> Iterator[pa.RecordBatch]:
         """The records of the task's one range, as Arrow batches (:func:`fetch_range`)."""
-        (rng,) = ranges
-        return fetch_range(
-            self,
-            rng,
-            poll_timeout_ms=settings.poll_timeout_ms,
-            fail_on_data_loss=settings.fail_on_data_loss,
-            batch_size=settings.batch_size,
-            include_headers=settings.include_headers,
-            log_start=log_starts.get(rng.topic_partition),
-            on_skip=on_skip,
-        )
+        (rng,) = task.ranges
+        start = task.log_starts.get(rng.topic_partition)
+        return fetch_range(self, rng, **task.options, log_start=start, on_skip=task.on_skip)
 
     def take(self, rng: OffsetRange, nxt: int, n: int, slice_s: float, headers: bool) -> Taken:
         """One read of up to ``n`` records of ``rng`` from ``nxt``, waiting up to ``slice_s``
-        (see :class:`Taken`), through the client's read path."""
+        (see :class:`Taken`). On the fast path the range filter and event scan run in C
+        (:func:`_take_native`); here, through confluent-kafka's messages.
+
+        Everything the messages are used for happens here, with the garbage collector paused,
+        and they are freed before it resumes (see :class:`_GcPaused`).
+        """
         if self._native is not None:
             return _take_native(self, self._native, rng, nxt, n, slice_s, headers)
-        return _take_python(
-            self, cast(KafkaConsumerLike, self._consumer), rng, nxt, n, slice_s, headers
-        )
+        consumer = cast(KafkaConsumerLike, self._consumer)
+        until = rng.until_offset
+        batch = None
+        with _GcPaused():
+            with kafka_errors(f"Consuming {rng}"):
+                msgs = consumer.consume(n, slice_s)
+            if not msgs:
+                return Taken(Outcome.NOTHING, None, nxt)
+            data, eof = _split_events(msgs, rng)
+            if data:
+                first, last = data[0].offset(), data[-1].offset()
+                self.next_offset = last + 1
+                if first >= nxt and last < until:
+                    # The common case: every message is inside the range.
+                    lo, hi = 0, len(data)
+                    nxt = last + 1
+                else:
+                    # Offsets only grow within a partition, so bisecting finds the range's bounds.
+                    offsets = [m.offset() for m in data]
+                    lo = bisect_left(offsets, nxt)
+                    hi = bisect_left(offsets, until)
+                    # max(): records before nxt (a skip ahead, see position_at) move nothing.
+                    nxt = until if hi < len(offsets) else max(nxt, last + 1)
+                if hi > lo:
+                    rows = data if hi - lo == len(data) else data[lo:hi]
+                    batch = to_record_batch(rng.topic, rng.partition, rows, headers)
+                    del rows
+                    self.note_sizes(batch)
+            del msgs, data
+        return Taken.of(eof, batch, nxt)
 
     def note_sizes(self, batch: pa.RecordBatch) -> None:
         """Remember the mean key + value size of ``batch``'s records (for the skip-ahead limit)."""
@@ -349,51 +402,6 @@ class Taken(NamedTuple):
         """A read that brought something, with its ``eof`` slot (see :meth:`Outcome.of`)."""
         outcome = Outcome.of(eof)
         return Taken(outcome, batch, next_offset, eof if outcome is Outcome.LOG_END else None)
-
-
-def _take_python(
-    pc: PartitionConsumer,
-    consumer: KafkaConsumerLike,
-    rng: OffsetRange,
-    nxt: int,
-    n: int,
-    slice_s: float,
-    headers: bool,
-) -> Taken:
-    """:meth:`PartitionConsumer.take` through confluent-kafka's messages.
-
-    Everything the messages are used for happens here, with the garbage collector paused, and
-    they are freed before it resumes (see :class:`_GcPaused`).
-    """
-    until = rng.until_offset
-    batch = None
-    with _GcPaused():
-        with kafka_errors(f"Consuming {rng}"):
-            msgs = consumer.consume(n, slice_s)
-        if not msgs:
-            return Taken(Outcome.NOTHING, None, nxt)
-        data, eof = _split_events(msgs, rng)
-        if data:
-            first, last = data[0].offset(), data[-1].offset()
-            pc.next_offset = last + 1
-            if first >= nxt and last < until:
-                # The common case: every message is inside the range.
-                lo, hi = 0, len(data)
-                nxt = last + 1
-            else:
-                # Offsets only grow within a partition, so bisecting finds the range's bounds.
-                offsets = [m.offset() for m in data]
-                lo = bisect_left(offsets, nxt)
-                hi = bisect_left(offsets, until)
-                # max(): records before nxt (a skip ahead, see position_at) move nothing.
-                nxt = until if hi < len(offsets) else max(nxt, last + 1)
-            if hi > lo:
-                rows = data if hi - lo == len(data) else data[lo:hi]
-                batch = to_record_batch(rng.topic, rng.partition, rows, headers)
-                del rows
-                pc.note_sizes(batch)
-        del msgs, data
-    return Taken.of(eof, batch, nxt)
 
 
 def _take_native(

@@ -39,13 +39,13 @@ import pyarrow as pa
 from confluent_kafka import KafkaError
 from confluent_kafka import TopicPartition as CkTopicPartition
 
-from kafka_direct.config.clients import ExecutorSettings
 from kafka_direct.consumer.fetch import (
     _OUT_OF_RANGE,
     CONSUME_SLICE_S,
     KafkaConsumerLike,
     OnSkip,
     Progress,
+    ReadTask,
     TaskConsumer,
     _check_short_log,
     _GcPaused,
@@ -122,25 +122,11 @@ class GroupConsumer(TaskConsumer):
         self._assignment = frozenset((t, p) for t, p, _ in starts)
         self.positions = {(t, p): o for t, p, o in starts}
 
-    def read(
-        self,
-        ranges: Sequence[OffsetRange],
-        settings: ExecutorSettings,
-        log_starts: Mapping[TopicPartition, int],
-        on_skip: OnSkip | None = None,
-    ) -> Iterator[pa.RecordBatch]:
+    def read(self, task: ReadTask) -> Iterator[pa.RecordBatch]:
         """A packed task's records, as Arrow batches: its ranges read together
         (:func:`fetch_ranges`)."""
-        return fetch_ranges(
-            self,
-            ranges,
-            poll_timeout_ms=settings.poll_timeout_ms,
-            fail_on_data_loss=settings.fail_on_data_loss,
-            batch_size=settings.batch_size,
-            include_headers=settings.include_headers,
-            log_starts=log_starts,
-            on_skip=on_skip,
-        )
+        starts, on_skip = task.log_starts, task.on_skip
+        return fetch_ranges(self, task.ranges, **task.options, log_starts=starts, on_skip=on_skip)
 
     def take(
         self, rnd: _Round, n: int, slice_s: float, wait: float, headers: bool

@@ -21,29 +21,11 @@ Logs name the group and topic-partition only, never configuration values, which 
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable, Mapping
-from typing import NamedTuple, TypeVar
+from typing import NamedTuple
 
-from kafka_direct.executor.lease_pool import (
-    Closeable,
-    Lease,
-    LeasePool,
-    Policy,
-    PoolStats,
-    WorkerPool,
-)
+from kafka_direct.executor.lease_pool import Policy, WorkerPool
 
-__all__ = [
-    "CONSUMERS",
-    "Closeable",
-    "ConsumerLease",
-    "ConsumerPool",
-    "Lease",
-    "PoolKey",
-    "PoolStats",
-    "get_pool",
-]
+__all__ = ["CONSUMERS", "PoolKey", "get_pool"]
 
 log = logging.getLogger(__name__)
 
@@ -79,38 +61,7 @@ class PoolKey(NamedTuple):
         return f"{self.group_id}/{self.topic}-{self.partition}{more}"
 
 
-C = TypeVar("C", bound=Closeable)
-
-#: A lease of a consumer (``lease.client``).
-ConsumerLease = Lease[PoolKey, C]
-
-
-class ConsumerPool(LeasePool[PoolKey, C]):
-    """The lease pool under :data:`CONSUMERS`."""
-
-    def __init__(
-        self,
-        factory: Callable[[PoolKey, Mapping[str, str]], C],
-        *,
-        capacity: int | None = None,
-        idle_timeout_s: float | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        reaper: bool = True,
-    ) -> None:
-        super().__init__(
-            factory, CONSUMERS, capacity=capacity, idle_timeout_s=idle_timeout_s, clock=clock,
-            reaper=reaper,
-        )  # fmt: skip
-
-
+#: This process's consumer pool: ``get_pool(factory, capacity=..., idle_timeout_s=...)``; the
+#: first call creates it with ``factory``, later ones update the limits given.
 _process_pool: WorkerPool[PoolKey] = WorkerPool(CONSUMERS)
-
-
-def get_pool(
-    factory: Callable[[PoolKey, Mapping[str, str]], C],
-    *,
-    capacity: int | None = None,
-    idle_timeout_s: float | None = None,
-) -> LeasePool[PoolKey, C]:
-    """This process's consumer pool: the first call creates it, later ones update the limits."""
-    return _process_pool.get(factory, capacity=capacity, idle_timeout_s=idle_timeout_s)
+get_pool = _process_pool.get

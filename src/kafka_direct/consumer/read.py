@@ -36,7 +36,7 @@ from kafka_direct.config.clients import ExecutorSettings
 from kafka_direct.config.fingerprint import config_fingerprint
 from kafka_direct.config.kafka import KafkaConfig
 from kafka_direct.consumer import native
-from kafka_direct.consumer.fetch import OnSkip, PartitionConsumer, TaskConsumer
+from kafka_direct.consumer.fetch import OnSkip, PartitionConsumer, ReadTask, TaskConsumer
 from kafka_direct.consumer.packed import GroupConsumer
 from kafka_direct.consumer.pool import PoolKey, get_pool
 from kafka_direct.executor.task import append_stats, stats_dir, task_info
@@ -124,7 +124,7 @@ def _read(
         else (),
     )
     with _consumer(settings, key, config) as consumer:
-        yield from consumer.read(ranges, settings, log_starts, on_skip)
+        yield from consumer.read(ReadTask(ranges, settings, log_starts, on_skip))
 
 
 @contextlib.contextmanager

@@ -26,21 +26,11 @@ configurations by fingerprint, never by value (secrets).
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable, Mapping
-from typing import NamedTuple, Protocol, TypeVar
+from typing import NamedTuple, Protocol
 
-from kafka_direct.executor.lease_pool import Lease, LeasePool, Policy, PoolStats, WorkerPool
+from kafka_direct.executor.lease_pool import Policy, WorkerPool
 
-__all__ = [
-    "PRODUCERS",
-    "PoolStats",
-    "PooledProducer",
-    "ProducerKey",
-    "ProducerLease",
-    "ProducerPool",
-    "get_producer_pool",
-]
+__all__ = ["PRODUCERS", "PooledProducer", "ProducerKey", "get_producer_pool"]
 
 log = logging.getLogger(__name__)
 
@@ -72,9 +62,6 @@ PRODUCERS = Policy(
 )
 
 
-P = TypeVar("P", bound=PooledProducer)
-
-
 class ProducerKey(NamedTuple):
     """What makes two producers interchangeable: the same config (by fingerprint) and the same
     implementation (``kind``: "python", or a fast path's name)."""
@@ -86,36 +73,7 @@ class ProducerKey(NamedTuple):
         return f"{self.kind}/{self.config_fingerprint[:12]}"
 
 
-#: A lease of a producer (``lease.client``).
-ProducerLease = Lease[ProducerKey, P]
-
-
-class ProducerPool(LeasePool[ProducerKey, P]):
-    """The lease pool under :data:`PRODUCERS`."""
-
-    def __init__(
-        self,
-        factory: Callable[[ProducerKey, Mapping[str, str]], P],
-        *,
-        capacity: int | None = None,
-        idle_timeout_s: float | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        reaper: bool = True,
-    ) -> None:
-        super().__init__(
-            factory, PRODUCERS, capacity=capacity, idle_timeout_s=idle_timeout_s, clock=clock,
-            reaper=reaper,
-        )  # fmt: skip
-
-
+#: This process's producer pool: ``get_producer_pool(factory, capacity=..., idle_timeout_s=...)``;
+#: the first call creates it with ``factory``, later ones update the limits given.
 _process_pool: WorkerPool[ProducerKey] = WorkerPool(PRODUCERS)
-
-
-def get_producer_pool(
-    factory: Callable[[ProducerKey, Mapping[str, str]], P],
-    *,
-    capacity: int | None = None,
-    idle_timeout_s: float | None = None,
-) -> LeasePool[ProducerKey, P]:
-    """This process's producer pool: the first call creates it, later ones update the limits."""
-    return _process_pool.get(factory, capacity=capacity, idle_timeout_s=idle_timeout_s)
+get_producer_pool = _process_pool.get

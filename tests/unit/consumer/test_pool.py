@@ -13,8 +13,9 @@ import pytest
 
 from kafka_direct.config.fingerprint import config_fingerprint
 from kafka_direct.consumer import pool as cp
-from kafka_direct.consumer.pool import ConsumerPool, PoolKey, PoolStats
+from kafka_direct.consumer.pool import CONSUMERS, PoolKey
 from kafka_direct.errors import KafkaDirectError
+from kafka_direct.executor.lease_pool import LeasePool, PoolStats
 
 SECRET = "hunter2-very-secret"
 CONFIG: dict[str, str] = {
@@ -66,6 +67,9 @@ class FakeClock:
         return self.now
 
 
+Pool = LeasePool[PoolKey, FakeConsumer]
+
+
 @pytest.fixture
 def factory() -> Factory:
     return Factory()
@@ -77,12 +81,14 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def pool(factory: Factory, clock: FakeClock) -> ConsumerPool[FakeConsumer]:
+def pool(factory: Factory, clock: FakeClock) -> Pool:
     # The fake clock does not move by itself: expiry is driven by the test, not the reaper.
-    return ConsumerPool(factory, capacity=4, idle_timeout_s=300.0, clock=clock, reaper=False)
+    return LeasePool(
+        factory, CONSUMERS, capacity=4, idle_timeout_s=300.0, clock=clock, reaper=False
+    )
 
 
-def test_miss_then_hit_reuses_the_same_consumer(pool: ConsumerPool[FakeConsumer]) -> None:
+def test_miss_then_hit_reuses_the_same_consumer(pool: Pool) -> None:
     first = pool.acquire(KEY, CONFIG)
     assert first.cached
     pool.release(first)
@@ -95,15 +101,13 @@ def test_miss_then_hit_reuses_the_same_consumer(pool: ConsumerPool[FakeConsumer]
     )
 
 
-def test_consumer_is_built_from_the_given_config(
-    pool: ConsumerPool[FakeConsumer], factory: Factory
-) -> None:
+def test_consumer_is_built_from_the_given_config(pool: Pool, factory: Factory) -> None:
     lease = pool.acquire(KEY, CONFIG)
     assert lease.client.config == CONFIG
     assert lease.key == KEY
 
 
-def test_in_use_cached_consumer_is_never_shared(pool: ConsumerPool[FakeConsumer]) -> None:
+def test_in_use_cached_consumer_is_never_shared(pool: Pool) -> None:
     holder = pool.acquire(KEY, CONFIG)
     other = pool.acquire(KEY, CONFIG)
     assert holder.cached and not other.cached
@@ -117,7 +121,7 @@ def test_in_use_cached_consumer_is_never_shared(pool: ConsumerPool[FakeConsumer]
 
 
 def test_reattempt_closes_idle_cached_consumer_and_returns_non_cached(
-    pool: ConsumerPool[FakeConsumer],
+    pool: Pool,
 ) -> None:
     old = pool.acquire(KEY, CONFIG)
     pool.release(old)
@@ -133,7 +137,7 @@ def test_reattempt_closes_idle_cached_consumer_and_returns_non_cached(
 
 
 def test_reattempt_marks_in_use_cached_consumer_for_close(
-    pool: ConsumerPool[FakeConsumer],
+    pool: Pool,
 ) -> None:
     holder = pool.acquire(KEY, CONFIG)
     retry = pool.acquire(KEY, CONFIG, reattempt=True)
@@ -149,7 +153,7 @@ def test_reattempt_marks_in_use_cached_consumer_for_close(
 
 @pytest.mark.parametrize("cached_lease_fails", [True, False], ids=["cached", "non-cached"])
 def test_failed_release_closes_and_invalidates_the_key(
-    pool: ConsumerPool[FakeConsumer], cached_lease_fails: bool
+    pool: Pool, cached_lease_fails: bool
 ) -> None:
     cached = pool.acquire(KEY, CONFIG)
     if cached_lease_fails:
@@ -167,7 +171,7 @@ def test_failed_release_closes_and_invalidates_the_key(
 
 
 def test_failed_non_cached_release_marks_in_use_cached_for_close(
-    pool: ConsumerPool[FakeConsumer],
+    pool: Pool,
 ) -> None:
     holder = pool.acquire(KEY, CONFIG)
     other = pool.acquire(KEY, CONFIG)
@@ -182,7 +186,7 @@ def test_the_read_path_is_part_of_the_key(factory: Factory) -> None:
     path ('fastPath.enabled=false'), and the factory is told which one to build."""
     fast = KEY._replace(fast_path=True)
     assert fast != KEY
-    pool = ConsumerPool(factory)
+    pool = LeasePool(factory, CONSUMERS)
     lease = pool.acquire(fast, CONFIG)
     pool.release(lease)
     other = pool.acquire(KEY, CONFIG)
@@ -193,7 +197,7 @@ def test_the_read_path_is_part_of_the_key(factory: Factory) -> None:
 def test_logs_never_contain_config_values(
     factory: Factory, caplog: pytest.LogCaptureFixture
 ) -> None:
-    pool = ConsumerPool(factory, capacity=1)
+    pool = LeasePool(factory, CONSUMERS, capacity=1)
     with caplog.at_level(logging.DEBUG, logger=cp.__name__):
         held = pool.acquire(KEY, CONFIG)
         pool.acquire(KEY2, CONFIG)  # overflow warning
@@ -205,7 +209,7 @@ def test_logs_never_contain_config_values(
     assert SECRET not in caplog.text and "bootstrap" not in caplog.text
 
 
-def test_stats_count_every_outcome(pool: ConsumerPool[FakeConsumer], clock: FakeClock) -> None:
+def test_stats_count_every_outcome(pool: Pool, clock: FakeClock) -> None:
     a = pool.acquire(KEY, CONFIG)  # miss, creation
     b = pool.acquire(KEY, CONFIG)  # miss (in use), creation
     pool.release(b)  # close

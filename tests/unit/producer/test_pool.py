@@ -12,8 +12,9 @@ from collections.abc import Iterator, Mapping
 
 import pytest
 
+from kafka_direct.executor.lease_pool import LeasePool
 from kafka_direct.producer import pool as pp
-from kafka_direct.producer.pool import ProducerKey, ProducerPool
+from kafka_direct.producer.pool import PRODUCERS, ProducerKey
 
 KEY = ProducerKey("f" * 64)
 OTHER = ProducerKey("e" * 64)
@@ -51,13 +52,18 @@ class FakeClock:
         return self.now
 
 
+Pool = LeasePool[ProducerKey, FakeProducer]
+
+
 @pytest.fixture()
-def pool() -> ProducerPool[FakeProducer]:
-    return ProducerPool(Factory(), idle_timeout_s=60.0, capacity=4, clock=FakeClock(), reaper=False)
+def pool() -> Pool:
+    return LeasePool(
+        Factory(), PRODUCERS, idle_timeout_s=60.0, capacity=4, clock=FakeClock(), reaper=False
+    )
 
 
 def test_a_second_holder_gets_another_producer_and_both_are_pooled(
-    pool: ProducerPool[FakeProducer],
+    pool: Pool,
 ) -> None:
     a, b = pool.acquire(KEY, CONFIG), pool.acquire(KEY, CONFIG)
     assert a.cached and b.cached and a.client is not b.client
@@ -68,7 +74,7 @@ def test_a_second_holder_gets_another_producer_and_both_are_pooled(
 
 
 def test_spark_27042_a_retried_task_gets_a_new_pooled_producer(
-    pool: ProducerPool[FakeProducer],
+    pool: Pool,
 ) -> None:
     first = pool.acquire(KEY, CONFIG)
     pool.release(first)
@@ -78,7 +84,7 @@ def test_spark_27042_a_retried_task_gets_a_new_pooled_producer(
     assert pool.acquire(KEY, CONFIG).client is retry.client
 
 
-def test_a_failed_task_closes_only_its_own_producer(pool: ProducerPool[FakeProducer]) -> None:
+def test_a_failed_task_closes_only_its_own_producer(pool: Pool) -> None:
     idle = pool.acquire(KEY, CONFIG)
     failing = pool.acquire(KEY, CONFIG)
     pool.release(idle)
@@ -88,9 +94,7 @@ def test_a_failed_task_closes_only_its_own_producer(pool: ProducerPool[FakeProdu
 
 
 @pytest.mark.parametrize("when", ["while-lent", "while-idle"])
-def test_a_producer_that_saw_a_fatal_error_is_never_handed_out_again(
-    pool: ProducerPool[FakeProducer], when: str
-) -> None:
+def test_a_producer_that_saw_a_fatal_error_is_never_handed_out_again(pool: Pool, when: str) -> None:
     lease = pool.acquire(KEY, CONFIG)
     if when == "while-lent":
         lease.client.usable = False  # a fatal error during a task that still succeeded
@@ -104,7 +108,7 @@ def test_a_producer_that_saw_a_fatal_error_is_never_handed_out_again(
 
 
 def test_logs_name_keys_by_fingerprint_never_config_values(
-    pool: ProducerPool[FakeProducer], caplog: pytest.LogCaptureFixture
+    pool: Pool, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.DEBUG, logger="kafka_direct.producer.pool"):
         pool.release(pool.acquire(KEY, {"sasl.password": "hunter2"}))
