@@ -25,53 +25,38 @@ from __future__ import annotations
 import gc
 import logging
 import threading
-import time
 from bisect import bisect_left
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from enum import Enum
-from typing import Any, NamedTuple, Protocol, TypedDict, cast
+from collections.abc import Iterator
+from typing import Any, cast
 
 import pyarrow as pa
 from confluent_kafka import KafkaError
 from confluent_kafka import TopicPartition as CkTopicPartition
 
-from kafka_direct.config.clients import ExecutorSettings
+from kafka_direct.consumer.loss import check_short_log, out_of_range
 from kafka_direct.consumer.native import NativeConsumer
 from kafka_direct.consumer.rows import to_record_batch
-from kafka_direct.errors import DataLossError, FetchTimeoutError, KafkaClientError
+from kafka_direct.consumer.task_consumer import (
+    _OUT_OF_RANGE,
+    KafkaConsumerLike,
+    OnSkip,
+    Outcome,
+    Progress,
+    ReadTask,
+    Taken,
+    TaskConsumer,
+)
 from kafka_direct.kafka.events import ClientEvents
 from kafka_direct.kafka.translate import kafka_errors, translate
-from kafka_direct.offsets import OffsetRange, TopicPartition
+from kafka_direct.offsets import OffsetRange
 
-__all__ = [
-    "FetchOptions",
-    "KafkaConsumerLike",
-    "Outcome",
-    "PartitionConsumer",
-    "ReadTask",
-    "Taken",
-    "TaskConsumer",
-    "fetch_range",
-]
+__all__ = ["CONSUME_SLICE_S", "PartitionConsumer", "fetch_range"]
 
 log = logging.getLogger(__name__)
 
 #: Longest single wait inside ``consume``; bounds the cost of a range that ends in a gap on a
 #: broker that does not send EOF promptly, without busy-looping on an idle one.
 CONSUME_SLICE_S = 0.2
-
-#: ``on_skip(range, first_lost, resume)``: offsets ``[first_lost, resume)`` of ``range`` were
-#: skipped as lost (see :func:`fetch_range`).
-OnSkip = Callable[[OffsetRange, int, int], None]
-
-#: Bound on a watermark lookup (only done on EOF before the range end, or out-of-range errors).
-WATERMARK_TIMEOUT_S = 5.0
-#: How long a failing watermark request is repeated (a leader moving), and how often.
-WATERMARK_PATIENCE_S = 60.0
-WATERMARK_RETRY_S = 0.5
-#: Not-found answers that a moving leader gives for a partition that exists.
-_PASSING_WHILE_LEADERS_MOVE = frozenset({"_UNKNOWN_PARTITION", "UNKNOWN_TOPIC_OR_PART"})
 
 #: How far ahead of a pooled consumer's position a range may start and still be read by
 #: consuming forward (dropping the records before it) instead of re-assigning. Spark's Python
@@ -85,95 +70,6 @@ _PASSING_WHILE_LEADERS_MOVE = frozenset({"_UNKNOWN_PARTITION", "UNKNOWN_TOPIC_OR
 #: them costs no more than a fetch would have.
 SKIP_AHEAD_BYTES = 8 * 1024 * 1024
 SKIP_AHEAD_MAX_RECORDS = 100_000
-
-
-class KafkaConsumerLike(Protocol):
-    """The part of ``confluent_kafka.Consumer`` the fetcher uses (fakes implement it in tests)."""
-
-    def assign(self, partitions: list[Any]) -> None: ...
-
-    def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Any]: ...
-
-    def get_watermark_offsets(
-        self, partition: Any, timeout: float = ..., cached: bool = ...
-    ) -> tuple[int, int]: ...
-
-    def close(self) -> None: ...
-
-
-class FetchOptions(TypedDict):
-    """The source options a fetch loop obeys (see :func:`fetch_range`)."""
-
-    poll_timeout_ms: int
-    fail_on_data_loss: bool
-    batch_size: int
-    include_headers: bool
-
-
-@dataclass(frozen=True)
-class ReadTask:
-    """What one Spark read task reads: its non-empty ranges, with the settings pickled from the
-    driver. ``log_starts``: the partitions' first offsets when the driver planned the ranges,
-    where it knew them; ``on_skip`` hears of offsets skipped as lost."""
-
-    ranges: Sequence[OffsetRange]
-    settings: ExecutorSettings
-    log_starts: Mapping[TopicPartition, int] = field(default_factory=dict)
-    on_skip: OnSkip | None = None
-
-    @property
-    def options(self) -> FetchOptions:
-        s = self.settings
-        return FetchOptions(
-            poll_timeout_ms=s.poll_timeout_ms,
-            fail_on_data_loss=s.fail_on_data_loss,
-            batch_size=s.batch_size,
-            include_headers=s.include_headers,
-        )
-
-
-class TaskConsumer:
-    """A Kafka client that reads a task's ranges, plus what *we* know of its queue. The two
-    kinds: :class:`PartitionConsumer` (one range) and
-    :class:`~kafka_direct.consumer.packed.GroupConsumer` (a packed task's ranges). Each has one
-    ``read`` (the task's ranges) and one ``take`` (one read of the queue); which read path
-    takes records, the C fast path or confluent-kafka's messages, is decided when the client
-    is set, not at every read."""
-
-    def __init__(
-        self, consumer: KafkaConsumerLike | NativeConsumer, events: ClientEvents | None = None
-    ) -> None:
-        self._native: NativeConsumer | None = None
-        self.consumer = consumer
-        #: The consumer's ``error_cb`` (explains a timeout; stops waiting on a config error).
-        self.events = events
-        #: The offset after the last record taken off the queue (None: not known).
-        self.next_offset: int | None = None
-
-    @property
-    def consumer(self) -> KafkaConsumerLike | NativeConsumer:
-        """The Kafka client: confluent-kafka's ``Consumer``, or the fast path's
-        (:mod:`kafka_direct.consumer.native`), whose reads the C code filters and converts."""
-        return self._consumer
-
-    @consumer.setter
-    def consumer(self, client: KafkaConsumerLike | NativeConsumer) -> None:
-        self._consumer = client
-        self._native = client if isinstance(client, NativeConsumer) else None
-
-    def read(self, task: ReadTask) -> Iterator[pa.RecordBatch]:
-        """The records of ``task``'s ranges, as Arrow batches."""
-        raise NotImplementedError
-
-    def position_at(
-        self, topic: str, partition: int, offset: int, log_start: int | None = None
-    ) -> None:
-        """Make ``offset`` the next record delivered for ``topic``-``partition`` (the data-loss
-        checks call it when they skip lost records)."""
-        raise NotImplementedError
-
-    def close(self) -> None:
-        self.consumer.close()
 
 
 class PartitionConsumer(TaskConsumer):
@@ -322,86 +218,14 @@ def fetch_range(
             # queue cannot be reused: the next read of this partition must re-assign.
             pc.next_offset = None
             if nxt < until:
-                nxt = _out_of_range(pc, rng, nxt, fail_on_data_loss, on_skip)
+                nxt = out_of_range(pc, rng, nxt, fail_on_data_loss, on_skip)
         elif log_end is not None and nxt < until:
             # Everything before the log end has been delivered, so [nxt, log_end) is a gap.
             nxt = (
                 until
                 if log_end >= until
-                else _check_short_log(pc, rng, max(nxt, log_end), fail_on_data_loss, on_skip)
+                else check_short_log(pc, rng, max(nxt, log_end), fail_on_data_loss, on_skip)
             )
-
-
-class Progress:
-    """How long a read may go without progress (``kafkaConsumer.pollTimeoutMs``), and what its
-    client reported meanwhile: the fetch loops of one range and of a packed task share it."""
-
-    def __init__(self, events: ClientEvents | None, poll_timeout_ms: int) -> None:
-        self.events = events
-        self.poll_timeout_ms = poll_timeout_ms
-        self._timeout_s = poll_timeout_ms / 1000.0
-        # Only client events since the read last made progress count (see ClientEvents).
-        self._mark = events.mark() if events is not None else 0
-        self._deadline = 0.0
-        self.restart()
-
-    def restart(self) -> None:
-        """Start the wait again (time spent downstream is not time waiting on Kafka)."""
-        self._deadline = time.monotonic() + self._timeout_s
-
-    def made(self) -> None:
-        """Something came: what the client reported so far is explained; the wait restarts."""
-        if self.events is not None:
-            self._mark = self.events.mark()
-        self.restart()
-
-    def check(self, rng: OffsetRange, nxt: int) -> None:
-        """Nothing came: raise a configuration error the client reported (authentication, TLS:
-        waiting cannot help), or the timeout once the wait is over."""
-        fatal = self.events.config_error(self._mark) if self.events is not None else None
-        if fatal is not None:
-            raise fatal
-        if time.monotonic() > self._deadline:
-            raise _timeout(rng, nxt, self.poll_timeout_ms, self.events)
-
-
-class Outcome(Enum):
-    """How one read of a consumer's queue ended."""
-
-    #: Nothing came within the wait.
-    NOTHING = "nothing"
-    #: Records or events came, and the read did not end at the log end.
-    RECORDS = "records"
-    #: The read ended in an EOF event: the queue stands at the log end (``Taken.log_end``).
-    LOG_END = "log end"
-    #: The position is out of range (the data is gone); librdkafka stopped fetching.
-    OUT_OF_RANGE = "out of range"
-
-    @staticmethod
-    def of(eof: int | None) -> Outcome:
-        """The outcome of a read that brought something, from its ``eof`` slot: the log end,
-        :data:`_OUT_OF_RANGE`, or None (as the C fast path and :func:`_split_events` give it)."""
-        if eof is None:
-            return Outcome.RECORDS
-        return Outcome.OUT_OF_RANGE if eof == _OUT_OF_RANGE else Outcome.LOG_END
-
-
-class Taken(NamedTuple):
-    """What one read of the consumer's queue gave the fetch loop."""
-
-    outcome: Outcome
-    #: The Arrow batch of its records in the range, or None.
-    batch: pa.RecordBatch | None
-    #: The next offset to read.
-    next_offset: int
-    #: Where the log ends, when the read ended there (:attr:`Outcome.LOG_END`), else None.
-    log_end: int | None = None
-
-    @staticmethod
-    def of(eof: int | None, batch: pa.RecordBatch | None, next_offset: int) -> Taken:
-        """A read that brought something, with its ``eof`` slot (see :meth:`Outcome.of`)."""
-        outcome = Outcome.of(eof)
-        return Taken(outcome, batch, next_offset, eof if outcome is Outcome.LOG_END else None)
 
 
 def _take_native(
@@ -468,12 +292,6 @@ class _GcPaused:
                 gc.enable()
 
 
-#: The log-end slot of a read's answer for "offset out of range" (a log end is never < 0): the
-#: C fast path returns this value (``eof`` in ``_rdkafka_consume.c``), and :func:`_split_events`
-#: the same, so that :meth:`Outcome.of` reads both: the two must not drift apart.
-_OUT_OF_RANGE = -1
-
-
 def _split_events(msgs: list[Any], rng: OffsetRange) -> tuple[list[Any], int | None]:
     """Data messages, and the log-end offset if the batch ends in an EOF event (or
     ``_OUT_OF_RANGE``, after the data queued before the error).
@@ -498,102 +316,3 @@ def _split_events(msgs: list[Any], rng: OffsetRange) -> tuple[list[Any], int | N
         else:
             raise translate(err, f"Consuming {rng}")
     return data, eof
-
-
-def _timeout(
-    rng: OffsetRange, nxt: int, poll_timeout_ms: int, events: ClientEvents | None
-) -> FetchTimeoutError:
-    said = events.summary() if events is not None else ""
-    cause = (
-        f"The consumer reported: {said}."
-        if said
-        else "The broker may be down, paused or overloaded."
-    )
-    return FetchTimeoutError(
-        f"Timed out after {poll_timeout_ms} ms waiting for offset {nxt} of "
-        f"{rng.topic}-{rng.partition} (reading range [{rng.from_offset}, {rng.until_offset})). "
-        f"{cause} Raise the source option 'kafkaConsumer.pollTimeoutMs' to wait longer.",
-        code="_TIMED_OUT",
-        retriable=True,
-    )
-
-
-def _watermarks(pc: TaskConsumer, rng: OffsetRange) -> tuple[int, int]:
-    """The partition's log start and end, asked of its leader.
-
-    Asked only when the read stalls (EOF short of the range, or out of range), which is also
-    when a leader is moving: then the answer is "not leader" or, while the metadata catches up,
-    "unknown partition" (the driver saw the partition when it planned the range). Both pass, so
-    they are asked again for up to ``WATERMARK_PATIENCE_S`` before the read fails; nothing is
-    judged lost on an error.
-    """
-    tp = CkTopicPartition(rng.topic, rng.partition)
-    deadline = time.monotonic() + WATERMARK_PATIENCE_S
-    while True:
-        try:
-            with kafka_errors(f"Fetching watermarks of {rng.topic}-{rng.partition}"):
-                low, high = pc.consumer.get_watermark_offsets(
-                    tp, timeout=WATERMARK_TIMEOUT_S, cached=False
-                )
-            return int(low), int(high)
-        except KafkaClientError as exc:
-            passing = exc.retriable or exc.code in _PASSING_WHILE_LEADERS_MOVE
-            if not passing or time.monotonic() >= deadline:
-                raise
-            log.info("%s; asking again", exc)
-            time.sleep(WATERMARK_RETRY_S)
-
-
-def _check_short_log(
-    pc: TaskConsumer, rng: OffsetRange, nxt: int, fail: bool, on_skip: OnSkip | None = None
-) -> int:
-    """EOF before ``until``: more data is on its way, or the log shrank (topic recreated)."""
-    _low, high = _watermarks(pc, rng)
-    if high >= rng.until_offset:
-        return nxt  # the records exist; librdkafka is still fetching them
-    detail = (
-        f"the range [{rng.from_offset}, {rng.until_offset}) was planned but the log now ends at "
-        f"{high}; the topic may have been recreated"
-    )
-    return _lost(pc, rng, nxt, rng.until_offset, fail, detail, on_skip)
-
-
-def _out_of_range(
-    pc: TaskConsumer, rng: OffsetRange, nxt: int, fail: bool, on_skip: OnSkip | None = None
-) -> int:
-    low, high = _watermarks(pc, rng)
-    if low <= nxt < high:
-        # The log moved between the error and our look (e.g. a recreated topic refilled): the
-        # position is valid again, so nothing is lost; read on from it.
-        log.info("Offset %d of %s-%s is readable again; resuming", nxt, rng.topic, rng.partition)
-        pc.position_at(rng.topic, rng.partition, nxt)
-        return nxt
-    detail = f"offset {nxt} is out of range; the broker has [{low}, {high})"
-    resume = low if nxt < low else rng.until_offset
-    return _lost(pc, rng, nxt, min(resume, rng.until_offset), fail, detail, on_skip)
-
-
-def _lost(
-    pc: TaskConsumer,
-    rng: OffsetRange,
-    nxt: int,
-    resume: int,
-    fail: bool,
-    detail: str,
-    on_skip: OnSkip | None = None,
-) -> int:
-    if fail:
-        raise DataLossError(rng.topic, rng.partition, detail)
-    log.warning(
-        "Data loss on %s-%s: %s. Skipping %d offsets (failOnDataLoss=false).",
-        rng.topic,
-        rng.partition,
-        detail,
-        resume - nxt,
-    )
-    if on_skip is not None and resume > nxt:
-        on_skip(rng, nxt, resume)
-    pc.next_offset = None
-    if resume < rng.until_offset:
-        pc.position_at(rng.topic, rng.partition, resume)
-    return resume

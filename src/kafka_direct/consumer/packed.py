@@ -39,19 +39,17 @@ import pyarrow as pa
 from confluent_kafka import KafkaError
 from confluent_kafka import TopicPartition as CkTopicPartition
 
-from kafka_direct.consumer.fetch import (
+from kafka_direct.consumer.fetch import CONSUME_SLICE_S, _GcPaused
+from kafka_direct.consumer.loss import check_short_log, out_of_range
+from kafka_direct.consumer.rows import to_record_batch
+from kafka_direct.consumer.task_consumer import (
     _OUT_OF_RANGE,
-    CONSUME_SLICE_S,
     KafkaConsumerLike,
     OnSkip,
     Progress,
     ReadTask,
     TaskConsumer,
-    _check_short_log,
-    _GcPaused,
-    _out_of_range,
 )
-from kafka_direct.consumer.rows import to_record_batch
 from kafka_direct.kafka.translate import kafka_errors, translate
 from kafka_direct.offsets import OffsetRange, TopicPartition
 
@@ -284,13 +282,13 @@ def _advance(
     if slot.nxt >= until:
         return
     if eof == _OUT_OF_RANGE:
-        slot.nxt = _out_of_range(pc, slot.rng, slot.nxt, fail, on_skip)
+        slot.nxt = out_of_range(pc, slot.rng, slot.nxt, fail, on_skip)
     elif eof is not None:
         # Everything before the log end has been delivered, so [nxt, eof) is a gap.
         slot.nxt = (
             until
             if eof >= until
-            else _check_short_log(pc, slot.rng, max(slot.nxt, eof), fail, on_skip)
+            else check_short_log(pc, slot.rng, max(slot.nxt, eof), fail, on_skip)
         )
 
 

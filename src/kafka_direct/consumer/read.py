@@ -36,9 +36,10 @@ from kafka_direct.config.clients import ExecutorSettings
 from kafka_direct.config.fingerprint import config_fingerprint
 from kafka_direct.config.kafka import KafkaConfig
 from kafka_direct.consumer import native
-from kafka_direct.consumer.fetch import OnSkip, PartitionConsumer, ReadTask, TaskConsumer
+from kafka_direct.consumer.fetch import PartitionConsumer
 from kafka_direct.consumer.packed import GroupConsumer
 from kafka_direct.consumer.pool import PoolKey, get_pool
+from kafka_direct.consumer.task_consumer import OnSkip, ReadTask, TaskConsumer
 from kafka_direct.executor.task import append_stats, stats_dir, task_info
 from kafka_direct.kafka.events import ClientEvents
 from kafka_direct.kafka.logs import client_hooks
