@@ -16,6 +16,7 @@ from kafka_direct.consumer import pool as cp
 from kafka_direct.consumer.pool import CONSUMERS, PoolKey
 from kafka_direct.errors import KafkaDirectError
 from kafka_direct.executor.lease_pool import LeasePool, PoolStats
+from tests.unit.fakes import FakeClock
 
 SECRET = "hunter2-very-secret"
 CONFIG: dict[str, str] = {
@@ -59,14 +60,6 @@ class Factory:
             return consumer
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 Pool = LeasePool[PoolKey, FakeConsumer]
 
 
@@ -76,16 +69,16 @@ def factory() -> Factory:
 
 
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
 def pool(factory: Factory, clock: FakeClock) -> Pool:
     # The fake clock does not move by itself: expiry is driven by the test, not the reaper.
     return LeasePool(
-        factory, CONSUMERS, capacity=4, idle_timeout_s=300.0, clock=clock, reaper=False
+        factory, CONSUMERS, capacity=4, idle_timeout_s=300.0, clock=clock.monotonic, reaper=False
     )
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
 
 
 def test_miss_then_hit_reuses_the_same_consumer(pool: Pool) -> None:

@@ -22,6 +22,7 @@ import pytest
 
 from kafka_direct.errors import ConfigurationError, KafkaDirectError
 from kafka_direct.executor.lease_pool import Lease, LeasePool, Policy, PoolStats, WorkerPool
+from tests.unit.fakes import FakeClock
 
 log = logging.getLogger("tests.lease_pool")
 SECRET = "hunter2-very-secret"
@@ -65,14 +66,6 @@ class Factory:
             return client
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def _usable(client: FakeClient) -> bool:
     return client.usable
 
@@ -106,7 +99,7 @@ def make(factory: Factory, clock: FakeClock, policy: Policy) -> Callable[..., Po
     """A pool under ``policy``; the fake clock does not move by itself (no reaper) unless asked."""
 
     def build(**limits: Any) -> Pool:
-        limits.setdefault("clock", clock)
+        limits.setdefault("clock", clock.monotonic)
         limits.setdefault("reaper", False)
         return LeasePool(factory, policy, **limits)
 
@@ -343,7 +336,7 @@ def test_invalidate_and_close_all(pool: Pool) -> None:
 def test_a_failing_close_is_logged_and_ignored(
     policy: Policy, clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    pool: Pool = LeasePool(Factory(fail_close=True), policy, clock=clock, reaper=False)
+    pool: Pool = LeasePool(Factory(fail_close=True), policy, clock=clock.monotonic, reaper=False)
     with caplog.at_level(logging.WARNING, logger=log.name):
         lease = pool.acquire(KEY, CONFIG)
         pool.release(lease, failed=True)  # close raises inside

@@ -15,6 +15,7 @@ import pytest
 from kafka_direct.executor.lease_pool import LeasePool
 from kafka_direct.producer import pool as pp
 from kafka_direct.producer.pool import PRODUCERS, ProducerKey
+from tests.unit.fakes import FakeClock
 
 KEY = ProducerKey("f" * 64)
 OTHER = ProducerKey("e" * 64)
@@ -44,21 +45,18 @@ class Factory:
         return producer
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 Pool = LeasePool[ProducerKey, FakeProducer]
 
 
 @pytest.fixture()
 def pool() -> Pool:
     return LeasePool(
-        Factory(), PRODUCERS, idle_timeout_s=60.0, capacity=4, clock=FakeClock(), reaper=False
+        Factory(),
+        PRODUCERS,
+        idle_timeout_s=60.0,
+        capacity=4,
+        clock=FakeClock().monotonic,
+        reaper=False,
     )
 
 
