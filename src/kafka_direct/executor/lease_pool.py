@@ -253,23 +253,24 @@ class LeasePool(Generic[K, R]):
                 return
             lease._released = True
             entry = lease._entry
-            ours = entry is not None and entry in self._entries
-            keep = ours and not failed and not entry.doomed  # type: ignore[union-attr]
-            if keep and self._policy.usable(lease.client):
-                assert entry is not None
-                entry.in_use = False
-                entry.last_used = self._clock()
-                self._entries.move_to_end(entry)
+            ours = entry if entry is not None and entry in self._entries else None
+            if ours is not None and not failed and not ours.doomed and self._usable(lease):
+                ours.in_use = False
+                ours.last_used = self._clock()
+                self._entries.move_to_end(ours)
                 self._reaper.start_locked()
             else:
                 doomed.append(lease.client)
-                if ours:
-                    del self._entries[entry]  # type: ignore[arg-type]
+                if ours is not None:
+                    del self._entries[ours]
                 if failed and self._policy.one_per_key:
                     # The failure may come from the key's state: its cached client goes too.
                     doomed += self._invalidate_locked(lease.key)
             doomed += self._expired_locked() + self._make_room_locked(incoming=0)
         self._close_quietly(doomed)
+
+    def _usable(self, lease: Lease[K, R]) -> bool:
+        return self._policy.usable(lease.client)
 
     @contextmanager
     def lease(
