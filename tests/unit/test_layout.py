@@ -40,7 +40,9 @@ PURE = [
     "kafka_direct.config.source",
     "kafka_direct.errors",
     "kafka_direct.executor",
+    "kafka_direct.executor.idle_reaper",
     "kafka_direct.executor.lease_pool",
+    "kafka_direct.executor.process_local",
     "kafka_direct.executor.task",
     "kafka_direct.logs",
     "kafka_direct.offsets",
@@ -145,19 +147,28 @@ def test_no_import_circles() -> None:
 #: The ground floor: every package stands on these, so they import only each other.
 GROUND = {
     "kafka_direct.errors",
-    "kafka_direct.executor",
-    "kafka_direct.executor.lease_pool",
-    "kafka_direct.executor.task",
     "kafka_direct.logs",
     "kafka_direct.redaction",
-    "kafka_direct.idle_reaper",
-    "kafka_direct.process_local",
 }
 
 
 @pytest.mark.parametrize("name", sorted(GROUND))
 def test_the_ground_floor_imports_nothing_above_it(name: str) -> None:
     assert _imports(name, MODULES[name]) <= GROUND
+
+
+@pytest.mark.parametrize(
+    "name", sorted(m for m in MODULES if m.startswith("kafka_direct.executor"))
+)
+def test_the_executor_floor_stands_on_the_ground_only(name: str) -> None:
+    """The lease pool and the Spark task know no Kafka client and no wing: only the ground
+    floor, and each other."""
+    above = {
+        m
+        for m in _imports(name, MODULES[name])
+        if m not in GROUND and not m.startswith("kafka_direct.executor")
+    }
+    assert above == set()
 
 
 WINGS = ("kafka_direct.consumer", "kafka_direct.producer")

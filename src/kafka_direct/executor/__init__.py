@@ -2,7 +2,9 @@
 the writes of :mod:`kafka_direct.producer`. Runs in Spark executors (Python workers).
 
 - :mod:`~kafka_direct.executor.lease_pool`: the keyed pool that lends a Kafka client to one
-  holder at a time, with each wing's small policy;
+  holder at a time, with each wing's small policy; its reaper thread
+  (:mod:`~kafka_direct.executor.idle_reaper`) and its one-per-process holder
+  (:mod:`~kafka_direct.executor.process_local`);
 - :mod:`~kafka_direct.executor.task`: the running Spark task (its partition, attempt and
   micro-batch) and the per-task statistics line.
 

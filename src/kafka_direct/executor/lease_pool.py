@@ -13,8 +13,9 @@ wings share, with the fixes for Spark's own caches:
   closed. Invalidation (a key's, or :meth:`LeasePool.close_all`) closes idle clients now and
   marks lent ones, which their release then closes.
 - **Idle expiry from the release**, after ``idle_timeout_s``, by a daemon thread
-  (:class:`~kafka_direct.idle_reaper.IdleReaper`, Spark's evictor thread) that runs only while
-  something is idle: a worker whose query has stopped does not keep its clients for ever.
+  (:class:`~kafka_direct.executor.idle_reaper.IdleReaper`, Spark's evictor thread) that runs
+  only while something is idle: a worker whose query has stopped does not keep its clients for
+  ever.
 - **Capacity**: beyond ``capacity`` pooled clients the least recently used idle one is closed;
   lent ones cannot be, so the pool may overflow for a while (with a warning).
 - **One pool per process** (:class:`WorkerPool`): a forked child drops its parent's pool and
@@ -40,8 +41,8 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar, cast
 
 from kafka_direct.errors import ConfigurationError
-from kafka_direct.idle_reaper import IdleReaper
-from kafka_direct.process_local import ProcessLocal
+from kafka_direct.executor.idle_reaper import IdleReaper
+from kafka_direct.executor.process_local import ProcessLocal
 
 __all__ = ["Closeable", "Lease", "LeasePool", "Policy", "PoolStats", "WorkerPool"]
 
