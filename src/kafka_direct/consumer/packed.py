@@ -46,6 +46,7 @@ from kafka_direct.consumer.task_consumer import (
     _OUT_OF_RANGE,
     KafkaConsumerLike,
     OnSkip,
+    Outcome,
     Progress,
     ReadTask,
     TaskConsumer,
@@ -62,7 +63,8 @@ __all__ = ["GroupConsumer", "fetch_ranges", "rounds"]
 #: otherwise fills its batch: larger batches cost Spark less.)
 FLOWING_WAIT_S = 0.01
 
-#: ``(slot, last, beyond, eof)``: what one read learned of one range (see ``NativeBatch``).
+#: ``(slot, last, beyond, eof)``: what one read learned of one range (see ``NativeBatch``); its
+#: ``eof`` is read by :meth:`~kafka_direct.consumer.task_consumer.Outcome.of`.
 News = tuple[int, int, bool, int | None]
 
 
@@ -272,7 +274,8 @@ def _advance(
     if last >= 0:
         slot.nxt = until if beyond else max(slot.nxt, last + 1)
         pc.positions[tp] = last + 1
-    if eof == _OUT_OF_RANGE:
+    outcome = Outcome.of(eof)
+    if outcome is Outcome.OUT_OF_RANGE:
         # librdkafka stops fetching the partition: its queue cannot be reused.
         pc.positions.pop(tp, None)
     elif eof is not None:
@@ -281,7 +284,7 @@ def _advance(
         pc.positions[tp] = eof
     if slot.nxt >= until:
         return
-    if eof == _OUT_OF_RANGE:
+    if outcome is Outcome.OUT_OF_RANGE:
         slot.nxt = out_of_range(pc, slot.rng, slot.nxt, fail, on_skip)
     elif eof is not None:
         # Everything before the log end has been delivered, so [nxt, eof) is a gap.
