@@ -27,7 +27,7 @@ import logging
 import threading
 from bisect import bisect_left
 from collections.abc import Iterator
-from typing import Any, cast
+from typing import Any
 
 import pyarrow as pa
 from confluent_kafka import KafkaError
@@ -106,7 +106,7 @@ class PartitionConsumer(TaskConsumer):
         """
         if self._native is not None:
             return _take_native(self, self._native, rng, nxt, n, slice_s, headers)
-        consumer = cast(KafkaConsumerLike, self._consumer)
+        consumer = self.python_client
         until = rng.until_offset
         batch = None
         with _GcPaused():

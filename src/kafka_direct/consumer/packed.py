@@ -33,7 +33,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import pyarrow as pa
 from confluent_kafka import KafkaError
@@ -44,7 +44,6 @@ from kafka_direct.consumer.loss import check_short_log, out_of_range
 from kafka_direct.consumer.rows import to_record_batch
 from kafka_direct.consumer.task_consumer import (
     _OUT_OF_RANGE,
-    KafkaConsumerLike,
     OnSkip,
     Outcome,
     Progress,
@@ -300,7 +299,7 @@ def _take_python(
 ) -> tuple[list[pa.RecordBatch], list[News]] | None:
     """:meth:`GroupConsumer.take` through confluent-kafka's messages: one batch per partition."""
     slots, index, what = rnd.slots, rnd.index, rnd.what
-    consumer = cast(KafkaConsumerLike, pc.consumer)
+    consumer = pc.python_client
     with _GcPaused():
         with kafka_errors(what):
             msgs = consumer.consume(n, slice_s)

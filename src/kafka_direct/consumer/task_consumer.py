@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, NamedTuple, Protocol, TypedDict
+from typing import Any, NamedTuple, Protocol, TypedDict, cast
 
 import pyarrow as pa
 
@@ -123,6 +123,12 @@ class TaskConsumer:
     def consumer(self, client: KafkaConsumerLike | NativeConsumer) -> None:
         self._consumer = client
         self._native = client if isinstance(client, NativeConsumer) else None
+
+    @property
+    def python_client(self) -> KafkaConsumerLike:
+        """The client as confluent-kafka's ``Consumer``: for the Python read path only (when
+        the client is not the fast path's)."""
+        return cast(KafkaConsumerLike, self._consumer)
 
     def read(self, task: ReadTask) -> Iterator[pa.RecordBatch]:
         """The records of ``task``'s ranges, as Arrow batches."""
