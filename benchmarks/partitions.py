@@ -44,7 +44,7 @@ from kafka_direct_bench.dataset import (
 from kafka_direct_bench.executor_stats import task_stats
 from kafka_direct_bench.floor_source import floor_source
 
-from kafka_direct.consumer.read import STATS_DIR_ENV
+from kafka_direct.executor.task import STATS_DIR_ENV
 
 BEFORE = {"maxRecordsPerTask": "1"}
 AFTER: dict[str, str] = {}

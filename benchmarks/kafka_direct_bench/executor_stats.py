@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-STATS_DIR_ENV = "KAFKA_DIRECT_STATS_DIR"  # kafka_direct.executor.STATS_DIR_ENV
+STATS_DIR_ENV = "KAFKA_DIRECT_STATS_DIR"  # kafka_direct.executor.task.STATS_DIR_ENV
 
 
 def task_stats(stats_dir: Path, topic: str, since: float, until: float) -> list[dict[str, Any]]:

@@ -41,8 +41,9 @@ import pytest
 from confluent_kafka import Producer
 
 from kafka_direct.config.sink import parse_sink_options
+from kafka_direct.executor.lease_pool import LeasePool
 from kafka_direct.producer.columns import plan_columns
-from kafka_direct.producer.pool import ProducerPool
+from kafka_direct.producer.pool import PRODUCERS, ProducerKey
 from kafka_direct.producer.write import WriteSettings, new_producer, write_batches
 from kafka_direct.testing.broker import create_topic
 from kafka_direct.testing.demo import bootstrap_or_embedded
@@ -102,7 +103,7 @@ def python_path(
     through the C path instead of the Python one."""
     settings = sink_settings(bootstrap, topic, fast_path, **kafka)
     batches = list(_batches(records, _values()))
-    pool: ProducerPool[Any] = ProducerPool(new_producer, reaper=False)
+    pool: LeasePool[ProducerKey, Any] = LeasePool(new_producer, PRODUCERS, reaper=False)
     started = time.perf_counter()
     result = write_batches(settings, iter(batches), pool=pool, attempt=0)
     elapsed = time.perf_counter() - started
@@ -207,7 +208,7 @@ def test_writer_memory_stays_flat_over_a_large_write(kafka_bootstrap, make_topic
     wait. Input batches are built lazily, as Spark streams them, so only the writer can grow."""
     topic = make_topic(partitions=2)
     settings = sink_settings(kafka_bootstrap, topic, fast_path)
-    pool: ProducerPool[Any] = ProducerPool(new_producer, reaper=False)
+    pool: LeasePool[ProducerKey, Any] = LeasePool(new_producer, PRODUCERS, reaper=False)
 
     def write(records: int) -> Callable[[], object]:
         return lambda: write_batches(settings, _batches(records, _values()), pool=pool, attempt=0)

@@ -5,6 +5,9 @@
 - no module imports itself back through others (no import circles, hidden function-level
   imports included);
 - every module says, in its docstring, which process it runs in;
+- the executor's two wings, ``consumer/`` (reads) and ``producer/`` (writes), are peers: neither
+  imports the other; both stand on one floor (``executor/``: the lease pool and the Spark task;
+  ``_native/``: the C extensions' loader; ``config/``), which imports neither wing;
 - the paths the docs give import: ``kafka_direct.testing.broker`` (also
   ``python -m kafka_direct.testing.broker``), ``kafka_direct.testing.local``,
   ``kafka_direct.source.listener``, ``kafka_direct.consumer.native``; the one-line modules that
@@ -31,6 +34,7 @@ PURE = [
     "kafka_direct.config.clients",
     "kafka_direct.config.defaults",
     "kafka_direct.config.dstream",
+    "kafka_direct.config.fingerprint",
     "kafka_direct.config.kafka",
     "kafka_direct.config.reader",
     "kafka_direct.config.receiver",
@@ -38,6 +42,11 @@ PURE = [
     "kafka_direct.config.sink",
     "kafka_direct.config.source",
     "kafka_direct.errors",
+    "kafka_direct.executor",
+    "kafka_direct.executor.idle_reaper",
+    "kafka_direct.executor.lease_pool",
+    "kafka_direct.executor.process_local",
+    "kafka_direct.executor.task",
     "kafka_direct.logs",
     "kafka_direct.offsets",
     "kafka_direct.planning.batch",
@@ -143,14 +152,42 @@ GROUND = {
     "kafka_direct.errors",
     "kafka_direct.logs",
     "kafka_direct.redaction",
-    "kafka_direct.idle_reaper",
-    "kafka_direct.process_local",
 }
 
 
 @pytest.mark.parametrize("name", sorted(GROUND))
 def test_the_ground_floor_imports_nothing_above_it(name: str) -> None:
     assert _imports(name, MODULES[name]) <= GROUND
+
+
+@pytest.mark.parametrize(
+    "name", sorted(m for m in MODULES if m.startswith("kafka_direct.executor"))
+)
+def test_the_executor_floor_stands_on_the_ground_only(name: str) -> None:
+    """The lease pool and the Spark task know no Kafka client and no wing: only the ground
+    floor, and each other."""
+    above = {
+        m
+        for m in _imports(name, MODULES[name])
+        if m not in GROUND and not m.startswith("kafka_direct.executor")
+    }
+    assert above == set()
+
+
+WINGS = ("kafka_direct.consumer", "kafka_direct.producer")
+#: What both wings stand on: nothing here may import a wing.
+FLOOR = ("kafka_direct.executor", "kafka_direct._native", "kafka_direct.config")
+
+
+def _in(name: str, packages: tuple[str, ...]) -> str | None:
+    return next((p for p in packages if name == p or name.startswith(p + ".")), None)
+
+
+@pytest.mark.parametrize("name", sorted(m for m in MODULES if _in(m, WINGS + FLOOR)))
+def test_the_wings_are_peers_on_one_floor(name: str) -> None:
+    own = _in(name, WINGS)
+    wings = {_in(m, WINGS) for m in _imports(name, MODULES[name])} - {None, own}
+    assert wings == set(), f"{name} imports {sorted(w for w in wings if w)}"
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))
@@ -171,6 +208,7 @@ def test_every_module_names_its_process(name: str) -> None:
         ("kafka_direct.testing.local", ["local_spark"]),
         ("kafka_direct.source.listener", ["LagListener", "LagReport"]),
         ("kafka_direct.consumer.native", ["status", "available"]),
+        ("kafka_direct.producer.native", ["status", "available"]),
     ],
 )
 def test_documented_paths_import(path: str, names: list[str]) -> None:

@@ -139,3 +139,48 @@ PyObject *kd_set_failure(PyObject *cls) {
     Py_XSETREF(KafkaFailure, Py_NewRef(cls));
     Py_RETURN_NONE;
 }
+
+/* --- the module: what kafka_direct._native.loader calls on either extension ------------------ */
+
+/* Which of librdkafka's functions this extension's load() requires (each extension has its own
+ * copy of this file's statics). */
+static int module_needs;
+
+static PyObject *module_load(PyObject *Py_UNUSED(self), PyObject *args) {
+    const char *path;
+    if (!PyArg_ParseTuple(args, "s", &path)) return NULL;
+    return kd_load_api(path, module_needs);
+}
+
+static PyObject *module_set_failure(PyObject *Py_UNUSED(self), PyObject *cls) {
+    return kd_set_failure(cls);
+}
+
+static PyObject *module_logs_routable(PyObject *Py_UNUSED(self), PyObject *Py_UNUSED(unused)) {
+    return PyBool_FromLong(kd_logs_routable());
+}
+
+static PyMethodDef module_methods[] = {
+    {"load", module_load, METH_VARARGS, "load(path) -> version: resolve librdkafka's functions."},
+    {"logs_routable", module_logs_routable, METH_NOARGS,
+     "Whether the loaded librdkafka can send log lines to take_events() (else: log_level 0)."},
+    {"set_failure", module_set_failure, METH_O,
+     "The exception class raised as cls(code, reason)."},
+    {NULL, NULL, 0, NULL},
+};
+
+PyObject *kd_module_new(struct PyModuleDef *def, PyTypeObject *type, const char *type_name,
+                        int needs) {
+    module_needs = needs;
+    def->m_methods = module_methods;
+    if (PyType_Ready(type) < 0) return NULL;
+    PyObject *m = PyModule_Create(def);
+    if (m == NULL) return NULL;
+    Py_INCREF(type);
+    if (PyModule_AddObject(m, type_name, (PyObject *)type) < 0) {
+        Py_DECREF(type);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

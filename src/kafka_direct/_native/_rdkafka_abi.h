@@ -195,6 +195,11 @@ PyObject *kd_text(const char *s);
 extern PyObject *KafkaFailure;
 PyObject *kd_fail(int code, const char *reason);
 PyObject *kd_set_failure(PyObject *cls);
+/* The module each extension is: load(path), logs_routable() and set_failure(cls), what
+ * kafka_direct._native.loader calls on both, and the extension's one client type. `needs` says
+ * which of librdkafka's functions load() requires (KD_NEED_*). */
+PyObject *kd_module_new(struct PyModuleDef *def, PyTypeObject *type, const char *type_name,
+                        int needs);
 
 /* --- error events (the client's error_cb) and log lines (its log_cb) --------------------------- */
 

@@ -25,41 +25,38 @@ from __future__ import annotations
 import gc
 import logging
 import threading
-import time
 from bisect import bisect_left
-from collections.abc import Callable, Iterator
-from typing import Any, NamedTuple, Protocol
+from collections.abc import Iterator
+from typing import Any
 
 import pyarrow as pa
 from confluent_kafka import KafkaError
 from confluent_kafka import TopicPartition as CkTopicPartition
 
+from kafka_direct.consumer.loss import check_short_log, out_of_range
 from kafka_direct.consumer.native import NativeConsumer
 from kafka_direct.consumer.rows import to_record_batch
-from kafka_direct.errors import DataLossError, FetchTimeoutError, KafkaClientError
+from kafka_direct.consumer.task_consumer import (
+    _OUT_OF_RANGE,
+    KafkaConsumerLike,
+    OnSkip,
+    Outcome,
+    Progress,
+    ReadTask,
+    Taken,
+    TaskConsumer,
+)
 from kafka_direct.kafka.events import ClientEvents
 from kafka_direct.kafka.translate import kafka_errors, translate
 from kafka_direct.offsets import OffsetRange
 
-__all__ = ["KafkaConsumerLike", "PartitionConsumer", "Taken", "fetch_range"]
+__all__ = ["CONSUME_SLICE_S", "PartitionConsumer", "fetch_range"]
 
 log = logging.getLogger(__name__)
 
 #: Longest single wait inside ``consume``; bounds the cost of a range that ends in a gap on a
 #: broker that does not send EOF promptly, without busy-looping on an idle one.
 CONSUME_SLICE_S = 0.2
-
-#: ``on_skip(range, first_lost, resume)``: offsets ``[first_lost, resume)`` of ``range`` were
-#: skipped as lost (see :func:`fetch_range`).
-OnSkip = Callable[[OffsetRange, int, int], None]
-
-#: Bound on a watermark lookup (only done on EOF before the range end, or out-of-range errors).
-WATERMARK_TIMEOUT_S = 5.0
-#: How long a failing watermark request is repeated (a leader moving), and how often.
-WATERMARK_PATIENCE_S = 60.0
-WATERMARK_RETRY_S = 0.5
-#: Not-found answers that a moving leader gives for a partition that exists.
-_PASSING_WHILE_LEADERS_MOVE = frozenset({"_UNKNOWN_PARTITION", "UNKNOWN_TOPIC_OR_PART"})
 
 #: How far ahead of a pooled consumer's position a range may start and still be read by
 #: consuming forward (dropping the records before it) instead of re-assigning. Spark's Python
@@ -75,21 +72,7 @@ SKIP_AHEAD_BYTES = 8 * 1024 * 1024
 SKIP_AHEAD_MAX_RECORDS = 100_000
 
 
-class KafkaConsumerLike(Protocol):
-    """The part of ``confluent_kafka.Consumer`` the fetcher uses (fakes implement it in tests)."""
-
-    def assign(self, partitions: list[Any]) -> None: ...
-
-    def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Any]: ...
-
-    def get_watermark_offsets(
-        self, partition: Any, timeout: float = ..., cached: bool = ...
-    ) -> tuple[int, int]: ...
-
-    def close(self) -> None: ...
-
-
-class PartitionConsumer:
+class PartitionConsumer(TaskConsumer):
     """A consumer assigned to one topic-partition, plus what *we* know of its queue position.
 
     ``next_offset`` is the offset right after the last message taken off the consumer's queue.
@@ -102,13 +85,57 @@ class PartitionConsumer:
     def __init__(
         self, consumer: KafkaConsumerLike | NativeConsumer, events: ClientEvents | None = None
     ) -> None:
-        self.consumer = consumer
-        #: The consumer's ``error_cb`` (explains a timeout; stops waiting on a config error).
-        self.events = events
-        self.next_offset: int | None = None
+        super().__init__(consumer, events)
         #: Mean key + value bytes of the records last read (``None`` before any).
         self.record_bytes: float | None = None
         self._assigned: tuple[str, int] | None = None
+
+    def read(self, task: ReadTask) -> Iterator[pa.RecordBatch]:
+        """The records of the task's one range, as Arrow batches (:func:`fetch_range`)."""
+        (rng,) = task.ranges
+        start = task.log_starts.get(rng.topic_partition)
+        return fetch_range(self, rng, **task.options, log_start=start, on_skip=task.on_skip)
+
+    def take(self, rng: OffsetRange, nxt: int, n: int, slice_s: float, headers: bool) -> Taken:
+        """One read of up to ``n`` records of ``rng`` from ``nxt``, waiting up to ``slice_s``
+        (see :class:`Taken`). On the fast path the range filter and event scan run in C
+        (:func:`_take_native`); here, through confluent-kafka's messages.
+
+        Everything the messages are used for happens here, with the garbage collector paused,
+        and they are freed before it resumes (see :class:`_GcPaused`).
+        """
+        if self._native is not None:
+            return _take_native(self, self._native, rng, nxt, n, slice_s, headers)
+        consumer = self.python_client
+        until = rng.until_offset
+        batch = None
+        with _GcPaused():
+            with kafka_errors(f"Consuming {rng}"):
+                msgs = consumer.consume(n, slice_s)
+            if not msgs:
+                return Taken(Outcome.NOTHING, None, nxt)
+            data, eof = _split_events(msgs, rng)
+            if data:
+                first, last = data[0].offset(), data[-1].offset()
+                self.next_offset = last + 1
+                if first >= nxt and last < until:
+                    # The common case: every message is inside the range.
+                    lo, hi = 0, len(data)
+                    nxt = last + 1
+                else:
+                    # Offsets only grow within a partition, so bisecting finds the range's bounds.
+                    offsets = [m.offset() for m in data]
+                    lo = bisect_left(offsets, nxt)
+                    hi = bisect_left(offsets, until)
+                    # max(): records before nxt (a skip ahead, see position_at) move nothing.
+                    nxt = until if hi < len(offsets) else max(nxt, last + 1)
+                if hi > lo:
+                    rows = data if hi - lo == len(data) else data[lo:hi]
+                    batch = to_record_batch(rng.topic, rng.partition, rows, headers)
+                    del rows
+                    self.note_sizes(batch)
+            del msgs, data
+        return Taken.of(eof, batch, nxt)
 
     def note_sizes(self, batch: pa.RecordBatch) -> None:
         """Remember the mean key + value size of ``batch``'s records (for the skip-ahead limit)."""
@@ -141,9 +168,6 @@ class PartitionConsumer:
         self._assigned = (topic, partition)
         self.next_offset = offset
 
-    def close(self) -> None:
-        self.consumer.close()
-
 
 def fetch_range(
     pc: PartitionConsumer,
@@ -167,105 +191,41 @@ def fetch_range(
     if nxt >= until:
         return
     pc.position_at(rng.topic, rng.partition, nxt, log_start)
-    timeout_s = poll_timeout_ms / 1000.0
-    slice_s = min(CONSUME_SLICE_S, timeout_s)
-    deadline = time.monotonic() + timeout_s
-    events = pc.events
-    # Only client events since this read last made progress count (see ClientEvents).
-    mark = events.mark() if events is not None else 0
+    slice_s = min(CONSUME_SLICE_S, poll_timeout_ms / 1000.0)
+    progress = Progress(pc.events, poll_timeout_ms)
     while nxt < until:
         n = min(until - nxt, batch_size)
-        taken = _take(pc, rng, nxt, n, slice_s, include_headers)
-        batch, nxt, eof = taken.batch, taken.next_offset, taken.eof
-        if not taken.got:
-            fatal = events.config_error(mark) if events is not None else None
-            if fatal is not None:
-                raise fatal  # authentication, TLS: waiting cannot help
-            if time.monotonic() > deadline:
-                raise _timeout(rng, nxt, poll_timeout_ms, events)
+        taken = pc.take(rng, nxt, n, slice_s, include_headers)
+        batch, nxt, outcome = taken.batch, taken.next_offset, taken.outcome
+        if outcome is Outcome.NOTHING:
+            progress.check(rng, nxt)
             continue
-        if events is not None:
-            mark = events.mark()
-        deadline = time.monotonic() + timeout_s
-        if eof is not None and eof != _OUT_OF_RANGE:
+        progress.made()
+        log_end = taken.log_end
+        if log_end is not None:
             # A trailing EOF: the queue now stands at the log end, even when the range was
             # already complete. librdkafka sends one EOF per log end, so a pooled consumer that
             # forgot it would wait the whole poll timeout on a next range ending at a marker.
             # (Set before the yield: the generator may be closed there.)
-            pc.next_offset = eof
+            pc.next_offset = log_end
         if batch is not None:
             yield batch
             del batch
             # Time spent downstream while suspended here is not time waiting on Kafka.
-            deadline = time.monotonic() + timeout_s
-        if eof == _OUT_OF_RANGE:
+            progress.restart()
+        if outcome is Outcome.OUT_OF_RANGE:
             # librdkafka stops fetching after this error (auto.offset.reset=error), so the
             # queue cannot be reused: the next read of this partition must re-assign.
             pc.next_offset = None
             if nxt < until:
-                nxt = _out_of_range(pc, rng, nxt, fail_on_data_loss, on_skip)
-        elif eof is not None and nxt < until:
-            # Everything before the log end has been delivered, so [nxt, eof) is a gap.
+                nxt = out_of_range(pc, rng, nxt, fail_on_data_loss, on_skip)
+        elif log_end is not None and nxt < until:
+            # Everything before the log end has been delivered, so [nxt, log_end) is a gap.
             nxt = (
                 until
-                if eof >= until
-                else _check_short_log(pc, rng, max(nxt, eof), fail_on_data_loss, on_skip)
+                if log_end >= until
+                else check_short_log(pc, rng, max(nxt, log_end), fail_on_data_loss, on_skip)
             )
-
-
-class Taken(NamedTuple):
-    """What one ``consume(n)`` gave the fetch loop."""
-
-    #: Whether anything (records or events) came.
-    got: bool
-    #: The Arrow batch of its records in the range, or None.
-    batch: pa.RecordBatch | None
-    #: The next offset to read.
-    next_offset: int
-    #: The log end if it ended in an EOF event, ``_OUT_OF_RANGE`` after "out of range", or None.
-    eof: int | None
-
-
-def _take(
-    pc: PartitionConsumer, rng: OffsetRange, nxt: int, n: int, slice_s: float, headers: bool
-) -> Taken:
-    """One ``consume(n)`` (see :class:`Taken`).
-
-    Everything the messages are used for happens here, with the garbage collector paused, and
-    they are freed before it resumes (see :class:`_GcPaused`). A fast-path consumer
-    (:mod:`kafka_direct.consumer.native`) does the same in C, with no message objects.
-    """
-    if isinstance(pc.consumer, NativeConsumer):
-        return _take_native(pc, pc.consumer, rng, nxt, n, slice_s, headers)
-    until = rng.until_offset
-    batch = None
-    with _GcPaused():
-        with kafka_errors(f"Consuming {rng}"):
-            msgs = pc.consumer.consume(n, slice_s)
-        if not msgs:
-            return Taken(False, None, nxt, None)
-        data, eof = _split_events(msgs, rng)
-        if data:
-            first, last = data[0].offset(), data[-1].offset()
-            pc.next_offset = last + 1
-            if first >= nxt and last < until:
-                # The common case: every message is inside the range.
-                lo, hi = 0, len(data)
-                nxt = last + 1
-            else:
-                # Offsets only grow within a partition, so bisecting finds the range's bounds.
-                offsets = [m.offset() for m in data]
-                lo = bisect_left(offsets, nxt)
-                hi = bisect_left(offsets, until)
-                # max(): records before nxt (a skip ahead, see position_at) move nothing.
-                nxt = until if hi < len(offsets) else max(nxt, last + 1)
-            if hi > lo:
-                rows = data if hi - lo == len(data) else data[lo:hi]
-                batch = to_record_batch(rng.topic, rng.partition, rows, headers)
-                del rows
-                pc.note_sizes(batch)
-        del msgs, data
-    return Taken(True, batch, nxt, eof)
 
 
 def _take_native(
@@ -277,13 +237,14 @@ def _take_native(
     slice_s: float,
     headers: bool,
 ) -> Taken:
-    """:func:`_take` on the fast path: the range filter and event scan ran in C."""
+    """:meth:`PartitionConsumer.take` on the fast path: the range filter and event scan ran in C,
+    with no message objects."""
     with kafka_errors(f"Consuming {rng}"):
         got = consumer.consume_batch(
             rng.topic, rng.partition, nxt, rng.until_offset, n, slice_s, headers
         )
     if got is None:
-        return Taken(False, None, nxt, None)
+        return Taken(Outcome.NOTHING, None, nxt)
     if got.error is not None:
         raise translate(KafkaError(*got.error), f"Consuming {rng}")
     if got.last >= 0:
@@ -292,7 +253,7 @@ def _take_native(
         nxt = rng.until_offset if got.beyond else max(nxt, got.last + 1)
     if got.batch is not None:
         pc.note_sizes(got.batch)
-    return Taken(True, got.batch, nxt, got.eof)
+    return Taken.of(got.eof, got.batch, nxt)
 
 
 class _GcPaused:
@@ -331,12 +292,6 @@ class _GcPaused:
                 gc.enable()
 
 
-#: The log-end slot of ``_take``'s answer for "offset out of range" (a log end is never < 0).
-#: The C fast path returns the same value (``eof`` in ``_rdkafka_consume.c``), and
-#: ``_take_native`` passes it through unchanged: the two must not drift apart.
-_OUT_OF_RANGE = -1
-
-
 def _split_events(msgs: list[Any], rng: OffsetRange) -> tuple[list[Any], int | None]:
     """Data messages, and the log-end offset if the batch ends in an EOF event (or
     ``_OUT_OF_RANGE``, after the data queued before the error).
@@ -361,102 +316,3 @@ def _split_events(msgs: list[Any], rng: OffsetRange) -> tuple[list[Any], int | N
         else:
             raise translate(err, f"Consuming {rng}")
     return data, eof
-
-
-def _timeout(
-    rng: OffsetRange, nxt: int, poll_timeout_ms: int, events: ClientEvents | None
-) -> FetchTimeoutError:
-    said = events.summary() if events is not None else ""
-    cause = (
-        f"The consumer reported: {said}."
-        if said
-        else "The broker may be down, paused or overloaded."
-    )
-    return FetchTimeoutError(
-        f"Timed out after {poll_timeout_ms} ms waiting for offset {nxt} of "
-        f"{rng.topic}-{rng.partition} (reading range [{rng.from_offset}, {rng.until_offset})). "
-        f"{cause} Raise the source option 'kafkaConsumer.pollTimeoutMs' to wait longer.",
-        code="_TIMED_OUT",
-        retriable=True,
-    )
-
-
-def _watermarks(pc: PartitionConsumer, rng: OffsetRange) -> tuple[int, int]:
-    """The partition's log start and end, asked of its leader.
-
-    Asked only when the read stalls (EOF short of the range, or out of range), which is also
-    when a leader is moving: then the answer is "not leader" or, while the metadata catches up,
-    "unknown partition" (the driver saw the partition when it planned the range). Both pass, so
-    they are asked again for up to ``WATERMARK_PATIENCE_S`` before the read fails; nothing is
-    judged lost on an error.
-    """
-    tp = CkTopicPartition(rng.topic, rng.partition)
-    deadline = time.monotonic() + WATERMARK_PATIENCE_S
-    while True:
-        try:
-            with kafka_errors(f"Fetching watermarks of {rng.topic}-{rng.partition}"):
-                low, high = pc.consumer.get_watermark_offsets(
-                    tp, timeout=WATERMARK_TIMEOUT_S, cached=False
-                )
-            return int(low), int(high)
-        except KafkaClientError as exc:
-            passing = exc.retriable or exc.code in _PASSING_WHILE_LEADERS_MOVE
-            if not passing or time.monotonic() >= deadline:
-                raise
-            log.info("%s; asking again", exc)
-            time.sleep(WATERMARK_RETRY_S)
-
-
-def _check_short_log(
-    pc: PartitionConsumer, rng: OffsetRange, nxt: int, fail: bool, on_skip: OnSkip | None = None
-) -> int:
-    """EOF before ``until``: more data is on its way, or the log shrank (topic recreated)."""
-    _low, high = _watermarks(pc, rng)
-    if high >= rng.until_offset:
-        return nxt  # the records exist; librdkafka is still fetching them
-    detail = (
-        f"the range [{rng.from_offset}, {rng.until_offset}) was planned but the log now ends at "
-        f"{high}; the topic may have been recreated"
-    )
-    return _lost(pc, rng, nxt, rng.until_offset, fail, detail, on_skip)
-
-
-def _out_of_range(
-    pc: PartitionConsumer, rng: OffsetRange, nxt: int, fail: bool, on_skip: OnSkip | None = None
-) -> int:
-    low, high = _watermarks(pc, rng)
-    if low <= nxt < high:
-        # The log moved between the error and our look (e.g. a recreated topic refilled): the
-        # position is valid again, so nothing is lost; read on from it.
-        log.info("Offset %d of %s-%s is readable again; resuming", nxt, rng.topic, rng.partition)
-        pc.position_at(rng.topic, rng.partition, nxt)
-        return nxt
-    detail = f"offset {nxt} is out of range; the broker has [{low}, {high})"
-    resume = low if nxt < low else rng.until_offset
-    return _lost(pc, rng, nxt, min(resume, rng.until_offset), fail, detail, on_skip)
-
-
-def _lost(
-    pc: PartitionConsumer,
-    rng: OffsetRange,
-    nxt: int,
-    resume: int,
-    fail: bool,
-    detail: str,
-    on_skip: OnSkip | None = None,
-) -> int:
-    if fail:
-        raise DataLossError(rng.topic, rng.partition, detail)
-    log.warning(
-        "Data loss on %s-%s: %s. Skipping %d offsets (failOnDataLoss=false).",
-        rng.topic,
-        rng.partition,
-        detail,
-        resume - nxt,
-    )
-    if on_skip is not None and resume > nxt:
-        on_skip(rng, nxt, resume)
-    pc.next_offset = None
-    if resume < rng.until_offset:
-        pc.position_at(rng.topic, rng.partition, resume)
-    return resume

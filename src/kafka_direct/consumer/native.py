@@ -27,16 +27,14 @@ the log queue API (``rd_kafka_set_log_queue``) gets ``log_level=0`` instead: qui
 
 from __future__ import annotations
 
-import glob
 import logging
-import os
-import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import pyarrow as pa
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError
 
+from kafka_direct._native.loader import DISABLE_ENV, NativeExtension, route_log_lines
 from kafka_direct.consumer.rows import (
     ARROW_SCHEMA,
     ARROW_SCHEMA_WITH_HEADERS,
@@ -44,7 +42,6 @@ from kafka_direct.consumer.rows import (
     TIMESTAMP_US,
 )
 from kafka_direct.kafka.events import ClientEvents
-from kafka_direct.kafka.logs import LIBRDKAFKA_LOG
 from kafka_direct.kafka.translate import kafka_errors
 
 __all__ = [
@@ -53,15 +50,11 @@ __all__ = [
     "NativeConsumer",
     "NativeManyBatch",
     "available",
-    "librdkafka_path",
     "new_consumer",
     "status",
 ]
 
 log = logging.getLogger(__name__)
-
-#: Set to ``0`` in the Python workers' environment to read through confluent-kafka's messages.
-DISABLE_ENV = "KAFKA_DIRECT_NATIVE"
 
 #: Most key + value bytes in one Arrow batch: the binary columns' int32 offsets hold 2 GiB, and
 #: a bound keeps a batch of large records from growing without limit.
@@ -69,98 +62,6 @@ MAX_BATCH_BYTES = 256 * 1024 * 1024
 
 #: The client name in the fast path's log lines (confluent-kafka's ``logger`` gets the handle's).
 CLIENT_NAME = "kafka-direct-executor"
-
-# syslog's WARNING, the level of the note that lines were dropped.
-_LOG_WARNING = 4
-
-
-class NativeFailure(KafkaException):
-    """What both extensions raise: a ``KafkaException`` like confluent-kafka's own, so it goes
-    through the same translation (``kafka_direct.kafka.translate.kafka_errors``)."""
-
-    def __init__(self, code: int, reason: str) -> None:
-        super().__init__(KafkaError(code, reason))
-
-
-def librdkafka_path() -> str | None:
-    """The librdkafka that confluent-kafka uses: mapped into this process, or beside it."""
-    import confluent_kafka
-
-    try:
-        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
-            for line in maps:
-                path = line.rsplit(" ", 1)[-1].strip()
-                if "librdkafka" in os.path.basename(path) and os.path.isfile(path):
-                    return path
-    except OSError:
-        pass
-    package_dir = os.path.dirname(os.path.dirname(confluent_kafka.__file__))
-    for pattern in ("confluent_kafka.libs/librdkafka*", "confluent_kafka/.dylibs/librdkafka*"):
-        found = sorted(glob.glob(os.path.join(package_dir, pattern)))
-        if found:
-            return found[0]
-    import ctypes.util
-
-    return ctypes.util.find_library("rdkafka")
-
-
-class NativeExtension:
-    """One of our C extensions, loaded at most once per process against the librdkafka
-    confluent-kafka uses, or the reason it cannot be used.
-
-    Both extensions (this one, and the write side's ``kafka_direct.producer._rdkafka_produce``)
-    are loaded this way, with the same switch (``KAFKA_DIRECT_NATIVE``) and the same librdkafka.
-    ``clients`` names what the extension creates, for the log line about log routing.
-    """
-
-    def __init__(self, import_extension: Callable[[], Any], clients: str) -> None:
-        self._import_extension = import_extension
-        self._clients = clients
-        self._lock = threading.Lock()
-        self._module: Any = None
-        self.version: str | None = None
-        self.reason: str | None = None
-
-    def load(self) -> Any:
-        """The extension module, or None (then :attr:`reason` says why). Decided once."""
-        with self._lock:
-            if self._module is None and self.reason is None:
-                self._module, self.version, self.reason = self._load_once()
-            return self._module
-
-    def available(self) -> bool:
-        return self.load() is not None
-
-    def status(self, fast_path: str) -> str:
-        """``fast_path`` (with ``{version}``) if the extension is used, else the reason why not."""
-        if self.available():
-            return fast_path.format(version=self.version)
-        return f"Python path: {self.reason}"
-
-    def _load_once(self) -> tuple[Any, str | None, str | None]:
-        if os.environ.get(DISABLE_ENV, "1").strip() == "0":
-            return None, None, f"disabled by {DISABLE_ENV}=0"
-        try:
-            extension = self._import_extension()
-        except ImportError as exc:
-            return None, None, f"the extension is not built ({exc})"
-        path = librdkafka_path()
-        if path is None:
-            return None, None, "confluent-kafka's librdkafka was not found"
-        try:
-            version = str(extension.load(path))
-        except ImportError as exc:
-            return None, None, str(exc)
-        extension.set_failure(NativeFailure)
-        log.debug("kafka_direct %s: librdkafka %s from %s", extension.__name__, version, path)
-        if not extension.logs_routable():
-            log.debug(
-                "librdkafka %s has no log queue API: the fast path's %s run with log_level=0 "
-                "(their log lines are not shown)",
-                version,
-                self._clients,
-            )
-        return extension, version, None
 
 
 def _import_extension() -> Any:
@@ -230,23 +131,13 @@ class NativeConsumer:
 
     def _drain_events(self) -> None:
         """What librdkafka reported during the last call: error events to ``events``, log lines
-        to :data:`~kafka_direct.kafka.logs.LIBRDKAFKA_LOG`. Runs after every call, so the
+        to ``kafka_direct.librdkafka``. Runs after every call, so the
         common case, nothing, is one C call that allocates nothing and returns ``None``."""
         taken = self._impl.take_events()
         if taken is None:
             return
         errors, lines, dropped, dropped_worst = taken
-        for level, facility, line in lines:
-            LIBRDKAFKA_LOG.log(level, "%s [%s] %s", facility, CLIENT_NAME, line)
-        if dropped:
-            LIBRDKAFKA_LOG.log(
-                _LOG_WARNING,
-                "%s [%s] %s",
-                "LOGDROP",
-                CLIENT_NAME,
-                f"{dropped} older log line(s) were dropped, the most severe of syslog level "
-                f"{dropped_worst}: more came during one call than the fast path keeps",
-            )
+        route_log_lines(CLIENT_NAME, lines, dropped, dropped_worst)
         if self._events is not None:
             for code, reason, fatal in errors:
                 self._events(KafkaError(code, reason, fatal=fatal))

@@ -30,7 +30,6 @@ between) are read in rounds, one range per partition per round.
 
 from __future__ import annotations
 
-import time
 from array import array
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -40,18 +39,17 @@ import pyarrow as pa
 from confluent_kafka import KafkaError
 from confluent_kafka import TopicPartition as CkTopicPartition
 
-from kafka_direct.consumer.fetch import (
-    _OUT_OF_RANGE,
-    CONSUME_SLICE_S,
-    OnSkip,
-    PartitionConsumer,
-    _check_short_log,
-    _GcPaused,
-    _out_of_range,
-    _timeout,
-)
-from kafka_direct.consumer.native import NativeConsumer
+from kafka_direct.consumer.fetch import CONSUME_SLICE_S, _GcPaused
+from kafka_direct.consumer.loss import check_short_log, out_of_range
 from kafka_direct.consumer.rows import to_record_batch
+from kafka_direct.consumer.task_consumer import (
+    _OUT_OF_RANGE,
+    OnSkip,
+    Outcome,
+    Progress,
+    ReadTask,
+    TaskConsumer,
+)
 from kafka_direct.kafka.translate import kafka_errors, translate
 from kafka_direct.offsets import OffsetRange, TopicPartition
 
@@ -64,11 +62,12 @@ __all__ = ["GroupConsumer", "fetch_ranges", "rounds"]
 #: otherwise fills its batch: larger batches cost Spark less.)
 FLOWING_WAIT_S = 0.01
 
-#: ``(slot, last, beyond, eof)``: what one read learned of one range (see ``NativeBatch``).
+#: ``(slot, last, beyond, eof)``: what one read learned of one range (see ``NativeBatch``); its
+#: ``eof`` is read by :meth:`~kafka_direct.consumer.task_consumer.Outcome.of`.
 News = tuple[int, int, bool, int | None]
 
 
-class GroupConsumer(PartitionConsumer):
+class GroupConsumer(TaskConsumer):
     """A consumer assigned to the partitions of a packed task, plus what *we* know of its
     queue: per partition, the offset after the last record (or the log end) taken off it. A
     pooled one whose assignment and positions are exactly where the next task starts keeps
@@ -115,12 +114,38 @@ class GroupConsumer(PartitionConsumer):
         self._assignment = frozenset()
         self.positions = {}
         with kafka_errors(f"Assigning {len(starts)} partition(s)"):
-            if isinstance(self.consumer, NativeConsumer):
-                self.consumer.assign_many(list(starts))
+            if self._native is not None:
+                self._native.assign_many(list(starts))
             else:
                 self.consumer.assign([CkTopicPartition(t, p, o) for t, p, o in starts])
         self._assignment = frozenset((t, p) for t, p, _ in starts)
         self.positions = {(t, p): o for t, p, o in starts}
+
+    def read(self, task: ReadTask) -> Iterator[pa.RecordBatch]:
+        """A packed task's records, as Arrow batches: its ranges read together
+        (:func:`fetch_ranges`)."""
+        starts, on_skip = task.log_starts, task.on_skip
+        return fetch_ranges(self, task.ranges, **task.options, log_starts=starts, on_skip=on_skip)
+
+    def take(
+        self, rnd: _Round, n: int, slice_s: float, wait: float, headers: bool
+    ) -> tuple[list[pa.RecordBatch], list[News]] | None:
+        """One read of up to ``n`` records of the round's ranges: its batches, and what it
+        learned of each range it touched (``None`` if nothing came). The C loop waits up to
+        ``slice_s``; the Python path waits ``wait`` (short while records flow)."""
+        native = self._native
+        if native is None:
+            return _take_python(self, rnd, n, wait, headers)
+        bounds = array("q", [v for s in rnd.slots for v in (s.nxt, s.rng.until_offset)])
+        with kafka_errors(rnd.what):
+            got = native.consume_many(
+                rnd.index, bounds.tobytes(), rnd.topics, rnd.partitions, n, slice_s, headers
+            )
+        if got is None:
+            return None
+        if got.error is not None:
+            raise translate(KafkaError(*got.error), rnd.what)
+        return ([got.batch] if got.batch else []), got.news
 
     def position_at(
         self, topic: str, partition: int, offset: int, log_start: int | None = None
@@ -148,6 +173,19 @@ class _Slot:
     @property
     def done(self) -> bool:
         return self.nxt >= self.rng.until_offset
+
+
+class _Round:
+    """The ranges of one round, as a read of the queue needs them."""
+
+    def __init__(self, slots: list[_Slot], what: str) -> None:
+        self.slots = slots
+        #: ``(topic, partition)`` to slot.
+        self.index = {(s.rng.topic, s.rng.partition): i for i, s in enumerate(slots)}
+        #: Each slot's topic and partition, for the rows' columns on the fast path.
+        self.topics = pa.array([s.rng.topic for s in slots], pa.string())
+        self.partitions = pa.array([s.rng.partition for s in slots], pa.int32())
+        self.what = what
 
 
 def fetch_ranges(
@@ -193,43 +231,21 @@ def _fetch_round(
     on_skip: OnSkip | None,
 ) -> Iterator[pa.RecordBatch]:
     slots = [_Slot(r, r.from_offset) for r in ranges]
-    index = {(s.rng.topic, s.rng.partition): i for i, s in enumerate(slots)}
     pc.start_at([(s.rng.topic, s.rng.partition, s.nxt) for s in slots])
-    native = pc.consumer if isinstance(pc.consumer, NativeConsumer) else None
-    topics = pa.array([s.rng.topic for s in slots], pa.string())
-    partitions = pa.array([s.rng.partition for s in slots], pa.int32())
-    timeout_s = poll_timeout_ms / 1000.0
-    slice_s = min(CONSUME_SLICE_S, timeout_s)
-    deadline = time.monotonic() + timeout_s
-    events = pc.events
-    mark = events.mark() if events is not None else 0
-    what = f"Consuming {len(slots)} range(s) of a packed task"
+    rnd = _Round(slots, f"Consuming {len(slots)} range(s) of a packed task")
+    slice_s = min(CONSUME_SLICE_S, poll_timeout_ms / 1000.0)
+    progress = Progress(pc.events, poll_timeout_ms)
     active = [s for s in slots if not s.done]
     wait = slice_s
     while active:
         n = min(sum(s.rng.until_offset - s.nxt for s in active), batch_size)
-        if native is not None:
-            bounds = array("q", [v for s in slots for v in (s.nxt, s.rng.until_offset)])
-            with kafka_errors(what):
-                got = native.consume_many(
-                    index, bounds.tobytes(), topics, partitions, n, slice_s, include_headers
-                )
-            if got is not None and got.error is not None:
-                raise translate(KafkaError(*got.error), what)
-            taken = None if got is None else (([got.batch] if got.batch else []), got.news)
-        else:
-            taken = _take_python(pc, slots, index, n, wait, include_headers, what)
+        taken = pc.take(rnd, n, slice_s, wait, include_headers)
         wait = slice_s if taken is None else min(slice_s, FLOWING_WAIT_S)
         if taken is None:
-            fatal = events.config_error(mark) if events is not None else None
-            if fatal is not None:
-                raise fatal
-            if time.monotonic() > deadline:
-                first = active[0]
-                raise _timeout(first.rng, first.nxt, poll_timeout_ms, events)
+            first = active[0]
+            progress.check(first.rng, first.nxt)
             continue
-        if events is not None:
-            mark = events.mark()
+        progress.made()
         batches, news = taken
         for i, last, beyond, eof in news:
             _advance(pc, slots[i], last, beyond, eof, fail_on_data_loss, on_skip)
@@ -239,7 +255,7 @@ def _fetch_round(
         active = [s for s in active if not s.done]
         yield from batches
         del batches, taken
-        deadline = time.monotonic() + timeout_s
+        progress.restart()
 
 
 def _advance(
@@ -257,7 +273,8 @@ def _advance(
     if last >= 0:
         slot.nxt = until if beyond else max(slot.nxt, last + 1)
         pc.positions[tp] = last + 1
-    if eof == _OUT_OF_RANGE:
+    outcome = Outcome.of(eof)
+    if outcome is Outcome.OUT_OF_RANGE:
         # librdkafka stops fetching the partition: its queue cannot be reused.
         pc.positions.pop(tp, None)
     elif eof is not None:
@@ -266,29 +283,23 @@ def _advance(
         pc.positions[tp] = eof
     if slot.nxt >= until:
         return
-    if eof == _OUT_OF_RANGE:
-        slot.nxt = _out_of_range(pc, slot.rng, slot.nxt, fail, on_skip)
+    if outcome is Outcome.OUT_OF_RANGE:
+        slot.nxt = out_of_range(pc, slot.rng, slot.nxt, fail, on_skip)
     elif eof is not None:
         # Everything before the log end has been delivered, so [nxt, eof) is a gap.
         slot.nxt = (
             until
             if eof >= until
-            else _check_short_log(pc, slot.rng, max(slot.nxt, eof), fail, on_skip)
+            else check_short_log(pc, slot.rng, max(slot.nxt, eof), fail, on_skip)
         )
 
 
 def _take_python(
-    pc: GroupConsumer,
-    slots: list[_Slot],
-    index: dict[tuple[str, int], int],
-    n: int,
-    slice_s: float,
-    headers: bool,
-    what: str,
+    pc: GroupConsumer, rnd: _Round, n: int, slice_s: float, headers: bool
 ) -> tuple[list[pa.RecordBatch], list[News]] | None:
-    """One ``consume(n)`` through confluent-kafka's messages: one batch per partition."""
-    consumer = pc.consumer
-    assert not isinstance(consumer, NativeConsumer)
+    """:meth:`GroupConsumer.take` through confluent-kafka's messages: one batch per partition."""
+    slots, index, what = rnd.slots, rnd.index, rnd.what
+    consumer = pc.python_client
     with _GcPaused():
         with kafka_errors(what):
             msgs = consumer.consume(n, slice_s)

@@ -13,20 +13,16 @@ that asked for the other (``fastPath.enabled``).
 A packed task's consumer is pooled under the set of its partitions (``PoolKey.assignment``),
 with the same rules: never shared while in use, invalidated by a reattempt or a failed read.
 
-Task statistics, for benchmarks: when the environment variable ``KAFKA_DIRECT_STATS_DIR``
-names a directory in the Python workers' environment, every task appends to
-``<dir>/tasks-<pid>.jsonl`` when it ends one JSON line per range it read: the range, its rows,
-the task's id (``task``), its range count and rows, start and end wall-clock times, whether it
-read through the C fast path, and what the consumer pool did for it (hits, misses and consumers
-created; on the task's first line only). Once per task, never per record, so it stays off the
-hot path (a packed task counts its rows per range once per batch); without the variable nothing
-is recorded. ``benchmarks/run.py`` uses it for the pool hit rate and per-task timing.
+Task statistics, for benchmarks (:mod:`kafka_direct.executor.task`): every task writes, when it
+ends, one JSON line per range it read: the range, its rows, the task's id (``task``), its range
+count and rows, start and end wall-clock times, whether it read through the C fast path, and
+what the consumer pool did for it (hits, misses and consumers created; on the task's first line
+only). A packed task counts its rows per range once per batch, never per record.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import time
@@ -37,25 +33,25 @@ import pyarrow as pa
 from confluent_kafka import Consumer
 
 from kafka_direct.config.clients import ExecutorSettings
+from kafka_direct.config.fingerprint import config_fingerprint
 from kafka_direct.config.kafka import KafkaConfig
 from kafka_direct.consumer import native
-from kafka_direct.consumer.fetch import OnSkip, PartitionConsumer, fetch_range
-from kafka_direct.consumer.packed import GroupConsumer, fetch_ranges
-from kafka_direct.consumer.pool import PoolKey, config_fingerprint, get_pool
+from kafka_direct.consumer.fetch import PartitionConsumer
+from kafka_direct.consumer.packed import GroupConsumer
+from kafka_direct.consumer.pool import PoolKey, get_pool
+from kafka_direct.consumer.task_consumer import OnSkip, ReadTask, TaskConsumer
+from kafka_direct.executor.task import append_stats, stats_dir, task_info
 from kafka_direct.kafka.events import ClientEvents
 from kafka_direct.kafka.logs import client_hooks
 from kafka_direct.kafka.translate import kafka_errors
 from kafka_direct.offsets import OffsetRange, TopicPartition
 
-__all__ = ["STATS_DIR_ENV", "read_range", "read_ranges", "uses_fast_path"]
+__all__ = ["read_range", "read_ranges", "uses_fast_path"]
 
 log = logging.getLogger(__name__)
 
-#: Environment variable naming a directory for per-task statistics (see the module docstring).
-STATS_DIR_ENV = "KAFKA_DIRECT_STATS_DIR"
 
-
-def _new_consumer(key: PoolKey, config: Mapping[str, str]) -> PartitionConsumer:
+def _new_consumer(key: PoolKey, config: Mapping[str, str]) -> TaskConsumer:
     events = ClientEvents("The executor's Kafka consumer")
 
     def client() -> Any:
@@ -74,14 +70,6 @@ def uses_fast_path(settings: ExecutorSettings) -> bool:
     return settings.fast_path and native.available()
 
 
-def _attempt_number() -> int:
-    # Imported here so the module stays importable (and unit-testable) without a Spark task.
-    from pyspark import TaskContext
-
-    ctx = TaskContext.get()
-    return ctx.attemptNumber() if ctx is not None else 0
-
-
 def read_range(
     settings: ExecutorSettings,
     rng: OffsetRange,
@@ -91,15 +79,8 @@ def read_range(
     """Yield the records of ``rng`` as Arrow batches, with a pooled consumer. ``log_start`` is
     the partition's first offset when the driver planned the range, if it knew it; ``on_skip``
     hears of offsets skipped as lost (see :func:`~kafka_direct.consumer.fetch.fetch_range`)."""
-    if rng.from_offset >= rng.until_offset:
-        return
-    stats_dir = os.environ.get(STATS_DIR_ENV)
-    if stats_dir:
-        yield from _with_stats(
-            settings, [rng], stats_dir, lambda: _read(settings, rng, log_start, on_skip)
-        )
-    else:
-        yield from _read(settings, rng, log_start, on_skip)
+    starts = {} if log_start is None else {rng.topic_partition: log_start}
+    return read_ranges(settings, [rng], starts, on_skip)
 
 
 def read_ranges(
@@ -108,40 +89,28 @@ def read_ranges(
     log_starts: Mapping[TopicPartition, int] | None = None,
     on_skip: OnSkip | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """Yield the records of a task's ``ranges`` as Arrow batches. One range reads as
-    :func:`read_range`; several (a packed task) are read together by one pooled consumer
+    """Yield the records of a task's ``ranges`` as Arrow batches. One range is read by a pooled
+    consumer of its partition; several (a packed task) are read together by one pooled consumer
     assigned all their partitions. ``log_starts``: the partitions' first offsets when the
     driver planned the ranges, where it knew them."""
     todo = [r for r in ranges if r.from_offset < r.until_offset]
-    starts = log_starts or {}
-    if len(todo) == 1:
-        yield from read_range(settings, todo[0], starts.get(todo[0].topic_partition), on_skip)
-        return
     if not todo:
         return
-    stats_dir = os.environ.get(STATS_DIR_ENV)
-    if stats_dir:
-        yield from _with_stats(
-            settings, todo, stats_dir, lambda: _read_packed(settings, todo, starts, on_skip)
-        )
+    directory = stats_dir()
+    if directory is None:
+        yield from _read(settings, todo, log_starts or {}, on_skip)
     else:
-        yield from _read_packed(settings, todo, starts, on_skip)
+        yield from _with_stats(
+            settings, todo, directory, lambda: _read(settings, todo, log_starts or {}, on_skip)
+        )
 
 
-def _read_packed(
+def _read(
     settings: ExecutorSettings,
     ranges: list[OffsetRange],
     log_starts: Mapping[TopicPartition, int],
     on_skip: OnSkip | None,
 ) -> Iterator[pa.RecordBatch]:
-    fetch_args = {
-        "log_starts": log_starts,
-        "on_skip": on_skip,
-        "poll_timeout_ms": settings.poll_timeout_ms,
-        "fail_on_data_loss": settings.fail_on_data_loss,
-        "batch_size": settings.batch_size,
-        "include_headers": settings.include_headers,
-    }
     config = settings.consumer_config
     first = min(ranges)
     key = PoolKey(
@@ -150,41 +119,19 @@ def _read_packed(
         first.partition,
         config_fingerprint(config),
         fast_path=uses_fast_path(settings),
-        assignment=tuple(sorted({(r.topic, r.partition) for r in ranges})),
+        # A packed task's consumer is assigned (and pooled under) all of its partitions.
+        assignment=tuple(sorted({(r.topic, r.partition) for r in ranges}))
+        if len(ranges) > 1
+        else (),
     )
-    with _consumer(settings, key, config) as gc:
-        assert isinstance(gc, GroupConsumer)
-        yield from fetch_ranges(gc, ranges, **fetch_args)  # type: ignore[arg-type]
-
-
-def _read(
-    settings: ExecutorSettings,
-    rng: OffsetRange,
-    log_start: int | None = None,
-    on_skip: OnSkip | None = None,
-) -> Iterator[pa.RecordBatch]:
-    fetch_args = {
-        "on_skip": on_skip,
-        "poll_timeout_ms": settings.poll_timeout_ms,
-        "fail_on_data_loss": settings.fail_on_data_loss,
-        "batch_size": settings.batch_size,
-        "include_headers": settings.include_headers,
-        "log_start": log_start,
-    }
-    config = settings.consumer_config
-    key = PoolKey(
-        config["group.id"],
-        rng.topic,
-        rng.partition,
-        config_fingerprint(config),
-        fast_path=uses_fast_path(settings),
-    )
-    with _consumer(settings, key, config) as pc:
-        yield from fetch_range(pc, rng, **fetch_args)  # type: ignore[arg-type]
+    with _consumer(settings, key, config) as consumer:
+        yield from consumer.read(ReadTask(ranges, settings, log_starts, on_skip))
 
 
 @contextlib.contextmanager
-def _consumer(settings: ExecutorSettings, key: PoolKey, config: KafkaConfig) -> Iterator[Any]:
+def _consumer(
+    settings: ExecutorSettings, key: PoolKey, config: KafkaConfig
+) -> Iterator[TaskConsumer]:
     """The consumer a read uses: a new one closed afterwards when the cache is off, else a
     lease from the worker's pool (a task's reattempt invalidates the cached one)."""
     if not settings.cache_enabled:
@@ -194,15 +141,17 @@ def _consumer(settings: ExecutorSettings, key: PoolKey, config: KafkaConfig) -> 
         finally:
             consumer.close()
         return
-    pool = get_pool(_new_consumer, settings.cache_capacity, settings.cache_timeout_s)
-    with pool.lease(key, config, reattempt=_attempt_number() > 0) as lease:
-        yield lease.consumer
+    pool = get_pool(
+        _new_consumer, capacity=settings.cache_capacity, idle_timeout_s=settings.cache_timeout_s
+    )
+    with pool.lease(key, config, reattempt=task_info().attempt > 0) as lease:
+        yield lease.client
 
 
 def _with_stats(
     settings: ExecutorSettings,
     ranges: list[OffsetRange],
-    stats_dir: str,
+    directory: str,
     read: Callable[[], Iterator[pa.RecordBatch]],
 ) -> Iterator[pa.RecordBatch]:
     """``read()``, plus task statistics when the task ends: one JSON line per range."""
@@ -256,7 +205,7 @@ def _with_stats(
                     **(pool_deltas if i == 0 else dict.fromkeys(pool_deltas, 0)),
                 }
             )
-        _append_stats(stats_dir, lines)
+        append_stats(directory, lines)
 
 
 def _count_rows(ranges: list[OffsetRange], batch: pa.RecordBatch, per_range: list[int]) -> None:
@@ -290,13 +239,3 @@ def _count_rows(ranges: list[OffsetRange], batch: pa.RecordBatch, per_range: lis
                 pc.greater_equal(offsets, rng.from_offset), pc.less(offsets, rng.until_offset)
             )
             per_range[i] += pc.sum(pc.and_(on_tp, inside)).as_py() or 0
-
-
-def _append_stats(stats_dir: str, records: list[dict[str, object]]) -> None:
-    path = os.path.join(stats_dir, f"tasks-{os.getpid()}.jsonl")
-    try:
-        # One append per task: O_APPEND keeps concurrent writers' lines whole.
-        with open(path, "a", encoding="utf-8") as out:
-            out.write("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records))
-    except OSError as exc:
-        log.warning("Could not write task statistics to %s: %s", path, exc)

@@ -44,6 +44,7 @@ from kafka_direct.producer.columns import SinkColumns
 
 __all__ = [
     "BatchProducer",
+    "FatalLatch",
     "PythonBatchProducer",
     "bad_header_error",
     "bad_partition_error",
@@ -222,6 +223,54 @@ def flush_until_acknowledged(
             )
 
 
+class FatalLatch:
+    """The first error that fails a producer's task, and whether the producer may serve another
+    one. Both producers keep theirs here, whichever write path they take.
+
+    Set from librdkafka's threads (delivery reports, ``error_cb``) as well as from the task's,
+    so it holds a lock. A fatal error (librdkafka's idempotent producer gives one when the
+    broker loses its sequence) makes the producer unusable for good: the pool never hands it
+    out again (:mod:`~kafka_direct.producer.pool`).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._error: KafkaClientError | None = None
+        self._usable = True
+
+    @property
+    def usable(self) -> bool:
+        return self._usable
+
+    @property
+    def error(self) -> KafkaClientError | None:
+        """The first error kept, if any."""
+        return self._error
+
+    def keep(self, make: Callable[[], KafkaClientError], *, fatal: bool = False) -> None:
+        """Keep ``make()`` unless an error came first (the first one explains the failure);
+        ``fatal``: the producer is no longer usable."""
+        if fatal:
+            self._usable = False
+        with self._lock:
+            if self._error is None:
+                self._error = make()
+
+    def fatal(self, error: KafkaError) -> None:
+        """librdkafka reported a fatal error."""
+        self.keep(lambda: translate(error, "The Kafka producer failed (fatal error)"), fatal=True)
+
+    def unusable(self) -> None:
+        """A fatal error surfaced as an exception, which the task raises itself."""
+        self._usable = False
+
+    def check(self) -> None:
+        """Raise the first error kept, if any."""
+        error = self._error
+        if error is not None:
+            raise error.with_traceback(None)
+
+
 class _Events(ClientEvents):
     """The producer's ``error_cb``: logs like every client's, and notes a fatal error."""
 
@@ -241,10 +290,8 @@ class PythonBatchProducer:
     def __init__(self, config: Mapping[str, str]) -> None:
         self._bootstrap = config.get("bootstrap.servers", "?")
         self._timeout_option, self._timeout_ms = delivery_timeout_setting(config)
-        self._lock = threading.Lock()
-        self._error: KafkaClientError | None = None
-        self._usable = True
-        self._events = _Events(self._fatal)
+        self._latch = FatalLatch()
+        self._events = _Events(self._latch.fatal)
         settings: dict[str, Any] = {
             **config,
             **client_hooks(self._events),
@@ -259,19 +306,17 @@ class PythonBatchProducer:
 
     @property
     def usable(self) -> bool:
-        return self._usable
+        return self._latch.usable
 
     # -- delivery reports and errors ------------------------------------------------------
 
     def _on_delivery(self, error: KafkaError | None, message: Any) -> None:
         if error is None:
             return
-        with self._lock:
-            if self._error is not None:
-                return
-            self._error = self._delivery_error(error, message.topic(), message.partition())
-        if error.fatal():
-            self._usable = False
+        self._latch.keep(
+            lambda: self._delivery_error(error, message.topic(), message.partition()),
+            fatal=error.fatal(),
+        )
 
     def _delivery_error(
         self, error: KafkaError, topic: str | None, partition: int | None
@@ -281,16 +326,8 @@ class PythonBatchProducer:
             timeout_option=self._timeout_option, timeout_ms=self._timeout_ms, events=self._events,
         )  # fmt: skip
 
-    def _fatal(self, error: KafkaError) -> None:
-        self._usable = False
-        with self._lock:
-            if self._error is None:
-                self._error = translate(error, "The Kafka producer failed (fatal error)")
-
     def check(self) -> None:
-        error = self._error
-        if error is not None:
-            raise error.with_traceback(None)
+        self._latch.check()
 
     def _call(self, what: str, fn: Callable[..., T], *args: Any) -> T:
         """Run a poll/flush: a fatal error surfaces from them as an exception (confluent-kafka
@@ -306,7 +343,7 @@ class PythonBatchProducer:
                 kerr.fatal() or kerr.code() == KafkaError._FATAL
             )
             if fatal:
-                self._usable = False
+                self._latch.unusable()
             self.check()  # a delivery error that came first is the better explanation
             context = f"Writing to Kafka failed while {what}"
             if fatal:
@@ -389,9 +426,9 @@ class PythonBatchProducer:
         if isinstance(exc, KafkaException):
             kerr = exc.args[0] if exc.args else None
             if isinstance(kerr, KafkaError) and (kerr.fatal() or kerr.code() == KafkaError._FATAL):
-                self._usable = False
-            if self._error is not None:
-                return self._error  # the delivery error that came first explains it better
+                self._latch.unusable()
+            if self._latch.error is not None:
+                return self._latch.error  # the delivery error that came first explains it better
         return refused_error(exc, topic, partition)
 
     def _when_room(
@@ -444,7 +481,7 @@ class PythonBatchProducer:
             close()
 
     def __repr__(self) -> str:
-        state = "usable" if self._usable else "unusable"
+        state = "usable" if self.usable else "unusable"
         return f"PythonBatchProducer({self._bootstrap}, {state})"
 
 

@@ -15,8 +15,8 @@ test_batch_producer.py`` runs every producer test on both, and
 otherwise, with the same results:
 
 - the extension was compiled when the package was installed (it needs a C compiler);
-- the librdkafka that confluent-kafka loaded can be found (the read side's fast path finds it
-  the same way, :mod:`kafka_direct.consumer.native`);
+- the librdkafka that confluent-kafka loaded can be found (both fast paths are loaded the same
+  way, by :mod:`kafka_direct._native.loader`);
 - the write does not set ``fastPath.enabled=false``;
 - the environment variable ``KAFKA_DIRECT_NATIVE`` is not ``0`` in the Python workers (the
   same switch as for reads).
@@ -41,13 +41,12 @@ from typing import Any
 import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException
 
-from kafka_direct.consumer import native as read_native
-from kafka_direct.errors import KafkaClientError
+from kafka_direct._native.loader import DISABLE_ENV, NativeExtension, route_log_lines
 from kafka_direct.kafka.events import ClientEvents
-from kafka_direct.kafka.logs import LIBRDKAFKA_LOG
-from kafka_direct.kafka.translate import kafka_errors, translate
+from kafka_direct.kafka.translate import kafka_errors
 from kafka_direct.producer.batch_producer import (
     CHUNK,
+    FatalLatch,
     bad_header_error,
     bad_partition_error,
     delivery_error,
@@ -58,19 +57,12 @@ from kafka_direct.producer.batch_producer import (
 )
 from kafka_direct.producer.columns import SinkColumns
 
-__all__ = ["NativeBatchProducer", "available", "new_batch_producer", "status"]
+__all__ = ["DISABLE_ENV", "NativeBatchProducer", "available", "new_batch_producer", "status"]
 
 log = logging.getLogger(__name__)
 
-#: The same switch as the read side's: ``0`` in the Python workers' environment writes (and
-#: reads) through confluent-kafka's Python objects.
-DISABLE_ENV = read_native.DISABLE_ENV
-
 # Why the extension's produce loop stopped (the STOP_ kinds of _produce_loop.c).
 _REFUSED, _NULL_TOPIC, _BAD_PARTITION, _DELIVERY, _MALFORMED, _BAD_HEADER = 1, 2, 3, 4, 5, 6
-
-# syslog's WARNING, the level of the note that lines were dropped.
-_LOG_WARNING = 4
 
 
 def _import_extension() -> Any:
@@ -79,8 +71,8 @@ def _import_extension() -> Any:
     return _rdkafka_produce
 
 
-# The read side's loader: the same switch, the same librdkafka.
-_extension = read_native.NativeExtension(_import_extension, "producers")
+# The same loader as the read side's: the same switch, the same librdkafka.
+_extension = NativeExtension(_import_extension, "producers")
 
 
 def _load() -> Any:
@@ -159,15 +151,14 @@ class NativeBatchProducer:
         self._bootstrap = config.get("bootstrap.servers", "?")
         self._client = config.get("client.id", "kafka-direct-producer")
         self._timeout_option, self._timeout_ms = delivery_timeout_setting(config)
-        self._error: KafkaClientError | None = None
-        self._usable = True
+        self._latch = FatalLatch()
         self._events = ClientEvents("The Kafka producer")
         with kafka_errors("Creating the Kafka producer on the executor"):
             self._impl = module.Producer(dict(config))
 
     @property
     def usable(self) -> bool:
-        return self._usable
+        return self._latch.usable
 
     # -- what the extension reported -------------------------------------------------------
 
@@ -179,42 +170,26 @@ class NativeBatchProducer:
         taken = self._impl.take_events()
         if taken is not None:
             errors, lines, dropped, dropped_worst = taken
-            for level, facility, line in lines:
-                LIBRDKAFKA_LOG.log(level, "%s [%s] %s", facility, self._client, line)
-            if dropped:
-                LIBRDKAFKA_LOG.log(
-                    _LOG_WARNING,
-                    "%s [%s] %s",
-                    "LOGDROP",
-                    self._client,
-                    f"{dropped} older log line(s) were dropped, the most severe of syslog "
-                    f"level {dropped_worst}: more came during one call than the fast path keeps",
-                )
+            route_log_lines(self._client, lines, dropped, dropped_worst)
             for code, reason, fatal in errors:
                 error = KafkaError(code, reason, fatal=fatal)
                 self._events(error)
                 if fatal:
-                    self._fatal(error)
+                    self._latch.fatal(error)
         failed = self._impl.delivery_error()
-        if failed is not None and self._error is None:
+        if failed is not None:
             _count, code, reason, topic, partition = failed
-            self._error = delivery_error(
-                KafkaError(code, reason), topic, partition, bootstrap=self._bootstrap,
-                timeout_option=self._timeout_option, timeout_ms=self._timeout_ms,
-                events=self._events,
+            self._latch.keep(
+                lambda: delivery_error(
+                    KafkaError(code, reason), topic, partition, bootstrap=self._bootstrap,
+                    timeout_option=self._timeout_option, timeout_ms=self._timeout_ms,
+                    events=self._events,
+                ),
+                fatal=code == KafkaError._FATAL,
             )  # fmt: skip
-            if code == KafkaError._FATAL:
-                self._usable = False
-
-    def _fatal(self, error: KafkaError) -> None:
-        self._usable = False
-        if self._error is None:
-            self._error = translate(error, "The Kafka producer failed (fatal error)")
 
     def check(self) -> None:
-        error = self._error
-        if error is not None:
-            raise error.with_traceback(None)
+        self._latch.check()
 
     # -- producing ------------------------------------------------------------------------
 
@@ -247,8 +222,8 @@ class NativeBatchProducer:
         if kind == _REFUSED:
             if code == KafkaError._FATAL:
                 self._note_fatal()
-            if self._error is not None:
-                return self._error  # the delivery error that came first explains it better
+            if self._latch.error is not None:
+                return self._latch.error  # the delivery error that came first explains it better
             return refused_error(KafkaException(KafkaError(code, reason)), topic, partition)
         if kind == _NULL_TOPIC:
             return null_topic_error(row)
@@ -258,8 +233,8 @@ class NativeBatchProducer:
             return bad_header_error(row, topic, reason)
         if kind == _DELIVERY:
             self._note_fatal()
-            if self._error is not None:
-                return self._error
+            if self._latch.error is not None:
+                return self._latch.error
         if kind == _MALFORMED:
             return ValueError(f"Row {row} of an Arrow batch is malformed: {reason}")
         return RuntimeError(f"The write fast path stopped at row {row} ({kind}): {reason}")
@@ -268,7 +243,7 @@ class NativeBatchProducer:
         """A fatal error that the error events have not brought yet: ask the handle."""
         fatal = self._impl.fatal_error()
         if fatal is not None:
-            self._fatal(KafkaError(fatal[0], fatal[1], fatal=True))
+            self._latch.fatal(KafkaError(fatal[0], fatal[1], fatal=True))
 
     def flush(self, timeout_s: float) -> None:
         def flush_slice(slice_s: float) -> int:
@@ -300,7 +275,7 @@ class NativeBatchProducer:
             self._drain()  # what the destroy reported
 
     def __repr__(self) -> str:
-        state = "usable" if self._usable else "unusable"
+        state = "usable" if self.usable else "unusable"
         return f"NativeBatchProducer({self._bootstrap}, {state})"
 
 

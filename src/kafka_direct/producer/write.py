@@ -22,15 +22,13 @@ when ``fastPath.enabled`` is true and the extension works in this process, else 
 reference (:class:`~kafka_direct.producer.batch_producer.PythonBatchProducer`). Other fast paths
 can be added with :func:`register_fast_path`.
 
-Task statistics, for benchmarks: as for reads (:mod:`kafka_direct.consumer.read`), when
-``KAFKA_DIRECT_STATS_DIR`` names a directory in the Python workers' environment, every write
-task appends one JSON line to ``<dir>/tasks-<pid>.jsonl`` when it ends (``"role": "write"``: the
-topic option, records, batches, start and end, the implementation). Never per record.
+Task statistics, for benchmarks (:mod:`kafka_direct.executor.task`, as for reads): every write
+task writes one JSON line when it ends (``"role": "write"``: the topic option, records, batches,
+start and end, the implementation). Never per record.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
@@ -39,13 +37,14 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from kafka_direct.config.fingerprint import config_fingerprint
 from kafka_direct.config.kafka import KafkaConfig
-from kafka_direct.consumer.pool import config_fingerprint
-from kafka_direct.consumer.read import STATS_DIR_ENV
+from kafka_direct.executor.lease_pool import LeasePool
+from kafka_direct.executor.task import append_stats, stats_dir, task_info
 from kafka_direct.producer.batch_producer import BatchProducer, PythonBatchProducer
 from kafka_direct.producer.columns import SinkColumns
 from kafka_direct.producer.markers import TransactionSettings
-from kafka_direct.producer.pool import ProducerKey, ProducerPool, get_producer_pool
+from kafka_direct.producer.pool import ProducerKey, get_producer_pool
 
 __all__ = [
     "FLUSH_MARGIN_S",
@@ -148,19 +147,11 @@ def new_producer(key: ProducerKey, config: Mapping[str, str]) -> BatchProducer:
     return _FAST_PATHS[key.kind][1](config)
 
 
-def _attempt_number() -> int:
-    # Imported here so the module stays importable (and unit-testable) without a Spark task.
-    from pyspark import TaskContext
-
-    ctx = TaskContext.get()
-    return ctx.attemptNumber() if ctx is not None else 0
-
-
 def write_batches(
     settings: WriteSettings,
     batches: Iterable[pa.RecordBatch],
     *,
-    pool: ProducerPool[BatchProducer] | None = None,
+    pool: LeasePool[ProducerKey, BatchProducer] | None = None,
     attempt: int | None = None,
 ) -> WriteResult:
     """Produce every row of ``batches`` and wait until all are acknowledged (module docstring).
@@ -172,13 +163,15 @@ def write_batches(
     kind = producer_kind(settings)
     key = ProducerKey(config_fingerprint(config), kind)
     if pool is None:
-        pool = get_producer_pool(new_producer, settings.cache_timeout_s, settings.cache_capacity)
+        pool = get_producer_pool(
+            new_producer, capacity=settings.cache_capacity, idle_timeout_s=settings.cache_timeout_s
+        )
     if attempt is None:
-        attempt = _attempt_number()
+        attempt = task_info().attempt
     records = count = 0
     columns = settings.columns
     with pool.lease(key, config, reattempt=attempt > 0) as lease:
-        producer = lease.producer
+        producer = lease.client
         try:
             for batch in batches:
                 producer.produce_batch(batch, columns)
@@ -201,8 +194,8 @@ def write_batches(
 def record_stats(settings: WriteSettings, result: WriteResult, start: float) -> None:
     """One line per task when the statistics directory is set (see the module docstring); a
     failure to write it is only logged."""
-    stats_dir = os.environ.get(STATS_DIR_ENV)
-    if not stats_dir:
+    directory = stats_dir()
+    if directory is None:
         return
     line = {
         "role": "write",
@@ -216,8 +209,4 @@ def record_stats(settings: WriteSettings, result: WriteResult, start: float) -> 
         "reused": result.reused,
         "pid": os.getpid(),
     }
-    try:
-        with open(os.path.join(stats_dir, f"tasks-{os.getpid()}.jsonl"), "a") as out:
-            out.write(json.dumps(line) + "\n")
-    except OSError as exc:
-        log.debug("Task statistics not written to %s: %r", stats_dir, exc)
+    append_stats(directory, [line])

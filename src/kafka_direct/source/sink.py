@@ -43,10 +43,11 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from kafka_direct.config.clients import connection_config
+from kafka_direct.config.fingerprint import config_fingerprint
 from kafka_direct.config.kafka import KafkaConfig
 from kafka_direct.config.sink import SinkOptions, parse_sink_options
-from kafka_direct.consumer.pool import config_fingerprint
 from kafka_direct.errors import ConfigurationError, KafkaClientError, KafkaDirectError
+from kafka_direct.executor.task import task_info
 from kafka_direct.kafka.admin import check_producer_config, new_admin_client
 from kafka_direct.kafka.events import ClientEvents, reach_advice
 from kafka_direct.kafka.translate import kafka_errors
@@ -237,23 +238,11 @@ def _check_cluster(opts: SinkOptions) -> None:
         )  # fmt: skip
 
 
-def _task_context() -> tuple[int, int, int | None]:
-    """(partition id, attempt, micro-batch id or None) of the running Spark task."""
-    from pyspark import TaskContext
-
-    ctx = TaskContext.get()
-    if ctx is None:
-        return -1, 0, None
-    # Not public, but the only way a stream writer's task learns its micro-batch.
-    batch = ctx.getLocalProperty("streaming.sql.batchId")
-    return ctx.partitionId(), ctx.attemptNumber(), None if batch is None else int(batch)
-
-
 def _write(
     settings: WriteSettings, batches: Iterator[pa.RecordBatch], *, stream: bool
 ) -> SinkCommitMessage:
     ensure_worker_logging()
-    partition_id, attempt, batch_id = _task_context()
+    partition_id, attempt, batch_id = task_info()
     try:
         if settings.transactions is None:
             result = write_batches(settings, batches, attempt=attempt)

@@ -61,7 +61,7 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
-from kafka_direct.consumer.native import librdkafka_path
+from kafka_direct._native.loader import librdkafka_path
 from kafka_direct.errors import EmbeddedBrokerError
 
 __all__ = ["ApiKey", "MockCluster", "librdkafka_path"]

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from kafka_direct.consumer import fetch
+from kafka_direct.consumer import fetch, loss, task_consumer
 from kafka_direct.consumer.fetch import CONSUME_SLICE_S, PartitionConsumer, fetch_range
 from kafka_direct.consumer.rows import ARROW_SCHEMA, ARROW_SCHEMA_WITH_HEADERS
 from kafka_direct.errors import (
@@ -53,9 +53,11 @@ POLL_MS = 10_000  # generous: tests that are not about the timeout must never hi
 
 @pytest.fixture(autouse=True)
 def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
-    """fetch.py's clock only moves when the fake consumer simulates a wait: no real sleeping."""
+    """The fetch loop's clock (its wait without progress, and the watermark retries) only moves
+    when the fake consumer simulates a wait: no real sleeping."""
     fake = FakeClock()
-    monkeypatch.setattr(fetch, "time", fake)
+    monkeypatch.setattr(task_consumer, "time", fake)
+    monkeypatch.setattr(loss, "time", fake)
     return fake
 
 

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import KafkaError
 
-from kafka_direct.consumer import fetch, native
+from kafka_direct.consumer import loss, native, task_consumer
 from kafka_direct.consumer.fetch import PartitionConsumer, fetch_range
 from kafka_direct.consumer.rows import ARROW_SCHEMA, TIMESTAMP_US
 from kafka_direct.errors import DataLossError, FetchTimeoutError, KafkaClientError
@@ -83,7 +83,7 @@ def _batch(topic: str, partition: int, offsets: list[int]) -> pa.RecordBatch:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
     fake = FakeClock()
-    monkeypatch.setattr(fetch.time, "monotonic", fake.monotonic)
+    monkeypatch.setattr(task_consumer.time, "monotonic", fake.monotonic)
     return fake
 
 
@@ -187,7 +187,7 @@ class MovingLeader(ScriptedNative):
 def test_a_moving_leader_is_asked_again_before_anything_is_judged_lost(
     error: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(fetch.time, "sleep", lambda s: None)
+    monkeypatch.setattr(loss.time, "sleep", lambda s: None)
     # Out of range at 10 while the leader moves; once it answers, [20, 30) is what remains.
     consumer = MovingLeader(
         [(None, -1, False, -1, None), ([20, 21], 21, False, None, None)],

@@ -20,6 +20,8 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 import kafka_direct.consumer
+from kafka_direct._native import loader
+from kafka_direct._native.loader import NativeExtension
 from kafka_direct.consumer import native
 from kafka_direct.consumer.rows import ARROW_SCHEMA, ARROW_SCHEMA_WITH_HEADERS, to_record_batch
 from kafka_direct.errors import KafkaClientError, TopicNotFoundError
@@ -103,10 +105,10 @@ class FakeExtension(types.ModuleType):
 @pytest.fixture(autouse=True)
 def unloaded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(
-        native, "_extension", native.NativeExtension(native._import_extension, "consumers")
+        native, "_extension", NativeExtension(native._import_extension, "consumers")
     )
     monkeypatch.delenv(native.DISABLE_ENV, raising=False)
-    monkeypatch.setattr(native, "librdkafka_path", lambda: LIBRDKAFKA)
+    monkeypatch.setattr(loader, "librdkafka_path", lambda: LIBRDKAFKA)
 
 
 def install(monkeypatch: pytest.MonkeyPatch, extension: Any) -> None:
@@ -156,7 +158,7 @@ def test_other_values_keep_the_fast_path(
     assert native.status() == "fast path (librdkafka 9.9.9-test straight into Arrow)"
     assert native.available() is True
     assert extension.loaded == [LIBRDKAFKA]  # loaded once, from confluent-kafka's librdkafka
-    assert extension.failure is native.NativeFailure
+    assert extension.failure is loader.NativeFailure
 
 
 def test_without_the_extension_the_python_path_says_it_is_not_built(
@@ -170,7 +172,7 @@ def test_without_the_extension_the_python_path_says_it_is_not_built(
 def test_without_librdkafka_the_python_path_says_so(
     monkeypatch: pytest.MonkeyPatch, extension: FakeExtension
 ) -> None:
-    monkeypatch.setattr(native, "librdkafka_path", lambda: None)
+    monkeypatch.setattr(loader, "librdkafka_path", lambda: None)
     assert native.available() is False
     assert native.status() == "Python path: confluent-kafka's librdkafka was not found"
     assert extension.loaded == []
@@ -188,7 +190,7 @@ def test_a_librdkafka_without_a_needed_symbol_gives_the_loader_s_reason(
 
 
 def test_failure_is_a_kafka_exception_carrying_the_code_and_reason() -> None:
-    failure = native.NativeFailure(KafkaError._INVALID_ARG, 'No such configuration property: "x"')
+    failure = loader.NativeFailure(KafkaError._INVALID_ARG, 'No such configuration property: "x"')
     assert isinstance(failure, KafkaException)
     (error,) = failure.args
     assert isinstance(error, KafkaError)
@@ -208,11 +210,11 @@ def test_failure_is_a_kafka_exception_carrying_the_code_and_reason() -> None:
 )
 def test_failures_translate_like_confluent_kafka_errors(code: int, name: str, kind: type) -> None:
     with pytest.raises(KafkaClientError) as info, kafka_errors("Consuming t-0 [0, 5)"):
-        raise native.NativeFailure(code, "what librdkafka said")
+        raise loader.NativeFailure(code, "what librdkafka said")
     assert type(info.value) is kind
     assert str(info.value) == f"Consuming t-0 [0, 5): what librdkafka said ({name})"
     assert info.value.code == name
-    assert isinstance(info.value.__cause__, native.NativeFailure)
+    assert isinstance(info.value.__cause__, loader.NativeFailure)
     # The same as an exception raised by confluent-kafka itself.
     plain = translate(
         KafkaException(KafkaError(code, "what librdkafka said")), "Consuming t-0 [0, 5)"
@@ -224,7 +226,7 @@ def test_new_consumer_translates_a_refused_config(
     monkeypatch: pytest.MonkeyPatch, extension: FakeExtension
 ) -> None:
     def refuse(config: dict[str, str]) -> None:
-        raise native.NativeFailure(KafkaError._INVALID_ARG, 'No such configuration property: "x"')
+        raise loader.NativeFailure(KafkaError._INVALID_ARG, 'No such configuration property: "x"')
 
     monkeypatch.setattr(extension, "Consumer", refuse)
     with pytest.raises(KafkaClientError) as info:
@@ -281,8 +283,8 @@ def test_events_are_handed_over_even_when_the_call_fails(extension: FakeExtensio
     consumer._impl.events = [
         (KafkaError._SSL, "ssl://b:9093/bootstrap: SSL handshake failed", True)
     ]
-    consumer._impl.fail = native.NativeFailure(KafkaError._FATAL, "fatal")
-    with pytest.raises(native.NativeFailure):
+    consumer._impl.fail = loader.NativeFailure(KafkaError._FATAL, "fatal")
+    with pytest.raises(loader.NativeFailure):
         consumer.consume_batch("t", 0, 0, 5, 5, 0.2)
     error = events.config_error()
     assert error is not None
@@ -339,8 +341,8 @@ def test_log_lines_are_handed_over_without_events_and_when_the_call_fails(
     consumer = native.NativeConsumer({})  # no ClientEvents: errors are dropped, lines are not
     consumer._impl.events = [(KafkaError._TRANSPORT, "refused", False)]
     consumer._impl.logs = [(4, "REQTMOUT", "Timed out 1 in-flight request")]
-    consumer._impl.fail = native.NativeFailure(KafkaError._FATAL, "fatal")
-    with pytest.raises(native.NativeFailure):
+    consumer._impl.fail = loader.NativeFailure(KafkaError._FATAL, "fatal")
+    with pytest.raises(loader.NativeFailure):
         consumer.assign([TopicPartition("t", 0, 0)])
     assert librdkafka_records(librdkafka_log) == [
         (logging.WARNING, "librdkafka REQTMOUT: Timed out 1 in-flight request")
@@ -382,7 +384,7 @@ def test_a_librdkafka_without_the_log_queue_api_is_said_at_load(
 ) -> None:
     """The fast path still loads (its consumers run with log_level 0); a DEBUG line says so."""
     install(monkeypatch, FakeExtension(routable=routable))
-    with caplog.at_level(logging.DEBUG, logger=native.__name__):
+    with caplog.at_level(logging.DEBUG, logger=loader.__name__):
         assert native.available() is True
     quiet = [r for r in caplog.records if "has no log queue API" in r.getMessage()]
     assert len(quiet) == (0 if routable else 1)

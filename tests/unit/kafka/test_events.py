@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from kafka_direct.consumer import fetch
+from kafka_direct.consumer import task_consumer
 from kafka_direct.consumer.fetch import PartitionConsumer, fetch_range
 from kafka_direct.errors import FetchTimeoutError, KafkaClientError
 from kafka_direct.kafka.events import ClientEvents, reach_advice
@@ -170,7 +170,7 @@ def test_each_distinct_event_is_logged_once(caplog: pytest.LogCaptureFixture) ->
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
     fake = FakeClock()
-    monkeypatch.setattr(fetch.time, "monotonic", fake.monotonic)
+    monkeypatch.setattr(task_consumer.time, "monotonic", fake.monotonic)
     return fake
 
 

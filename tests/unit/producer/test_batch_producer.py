@@ -25,13 +25,14 @@ from confluent_kafka import Consumer, TopicPartition
 
 from kafka_direct.config.sink import parse_sink_options
 from kafka_direct.errors import ConfigurationError, DeliveryError, KafkaClientError
+from kafka_direct.executor.lease_pool import LeasePool
 from kafka_direct.producer import batch_producer as bp
 from kafka_direct.producer import native
 from kafka_direct.producer.batch_producer import BatchProducer, PythonBatchProducer
 from kafka_direct.producer.columns import HEADERS_TYPE, SinkColumns, plan_columns
 from kafka_direct.producer.native import NativeBatchProducer
 from kafka_direct.producer.partitioning import murmur2_partition
-from kafka_direct.producer.pool import ProducerKey, ProducerPool
+from kafka_direct.producer.pool import PRODUCERS, ProducerKey
 from kafka_direct.producer.write import WriteSettings, new_producer, write_batches
 from kafka_direct.testing.mock_cluster import ApiKey, MockCluster
 
@@ -439,8 +440,8 @@ def batches(*sizes: int) -> list[pa.RecordBatch]:
 
 def test_a_task_counts_flushes_and_returns_its_producer_to_the_pool() -> None:
     made: list[FakeProducer] = []
-    pool: ProducerPool[Any] = ProducerPool(
-        lambda k, c: made.append(FakeProducer()) or made[-1], reaper=False
+    pool: LeasePool[ProducerKey, Any] = LeasePool(
+        lambda k, c: made.append(FakeProducer()) or made[-1], PRODUCERS, reaper=False
     )
     first = write_batches(settings(fast_path=False), batches(3, 0, 4), pool=pool, attempt=0)
     assert (first.records, first.batches, first.kind, first.reused) == (7, 3, "python", False)
@@ -456,7 +457,7 @@ def test_a_failed_task_purges_and_closes_its_producer_and_the_retry_gets_a_new_o
         made.append(FakeProducer(fail_at_flush=not made))
         return made[-1]
 
-    pool: ProducerPool[Any] = ProducerPool(factory, reaper=False)
+    pool: LeasePool[ProducerKey, Any] = LeasePool(factory, PRODUCERS, reaper=False)
     with pytest.raises(KafkaClientError, match="t-0 was not delivered"):
         write_batches(settings(), batches(5), pool=pool, attempt=0)
     assert (made[0].aborted, made[0].closed) == (1, 1)
@@ -471,7 +472,7 @@ def test_the_write_task_takes_the_fast_path_unless_told_not_to() -> None:
         made.append(key)
         return FakeProducer()
 
-    pool: ProducerPool[Any] = ProducerPool(factory, reaper=False)
+    pool: LeasePool[ProducerKey, Any] = LeasePool(factory, PRODUCERS, reaper=False)
     fast = write_batches(settings(fast_path=True), batches(1), pool=pool, attempt=0)
     slow = write_batches(settings(fast_path=False), batches(1), pool=pool, attempt=0)
     assert (fast.kind, slow.kind) == ("native", "python")
@@ -489,7 +490,7 @@ def test_the_write_task_and_each_producer_together(kind: str, cluster: MockClust
         opts.delivery_timeout_ms,
         fast_path=kind == "native",
     )
-    pool: ProducerPool[Any] = ProducerPool(new_producer, reaper=False)
+    pool: LeasePool[ProducerKey, Any] = LeasePool(new_producer, PRODUCERS, reaper=False)
     result = write_batches(ws, batches(10_000, 5_000, 1), pool=pool, attempt=0)
     again = write_batches(ws, batches(1_000), pool=pool, attempt=0)
     pool.close_all()

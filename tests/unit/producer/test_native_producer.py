@@ -21,8 +21,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from kafka_direct._native import loader
 from kafka_direct.config.sink import parse_sink_options
-from kafka_direct.consumer import native as read_native
 from kafka_direct.errors import KafkaClientError
 from kafka_direct.kafka.logs import LIBRDKAFKA_LOG
 from kafka_direct.logs import RepeatLimiter
@@ -229,7 +229,7 @@ def unloaded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(
         native,
         "_extension",
-        read_native.NativeExtension(native._import_extension, "producers"),
+        loader.NativeExtension(native._import_extension, "producers"),
     )
 
 
@@ -257,9 +257,7 @@ def test_the_environment_switch_disables_it_as_for_reads(
 def test_without_librdkafka_the_python_path_says_so(
     unloaded: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from kafka_direct.consumer import native as read_native
-
-    monkeypatch.setattr(read_native, "librdkafka_path", lambda: None)
+    monkeypatch.setattr(loader, "librdkafka_path", lambda: None)
     assert producer_kind(settings()) == "python"
     assert native.status() == "Python path: confluent-kafka's librdkafka was not found"
 

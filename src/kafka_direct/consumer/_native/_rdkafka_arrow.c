@@ -243,45 +243,13 @@ static PyTypeObject ConsumerType = {
     .tp_getset = Consumer_getset,
 };
 
-static PyObject *load(PyObject *Py_UNUSED(self), PyObject *args) {
-    const char *path;
-    if (!PyArg_ParseTuple(args, "s", &path)) return NULL;
-    return kd_load_api(path, KD_NEED_CONSUMER);
-}
-
-static PyObject *set_failure(PyObject *Py_UNUSED(self), PyObject *cls) {
-    return kd_set_failure(cls);
-}
-
-static PyObject *logs_routable(PyObject *Py_UNUSED(self), PyObject *Py_UNUSED(unused)) {
-    return PyBool_FromLong(kd_logs_routable());
-}
-
-static PyMethodDef module_methods[] = {
-    {"load", load, METH_VARARGS, "load(path) -> version: resolve librdkafka's functions."},
-    {"logs_routable", logs_routable, METH_NOARGS,
-     "Whether the loaded librdkafka can send log lines to take_events() (else: log_level 0)."},
-    {"set_failure", set_failure, METH_O, "The exception class raised as cls(code, reason)."},
-    {NULL, NULL, 0, NULL},
-};
-
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "_rdkafka_arrow",
     .m_doc = "librdkafka straight into Arrow buffers (see kafka_direct.consumer.native).",
     .m_size = -1,
-    .m_methods = module_methods,
 };
 
 PyMODINIT_FUNC PyInit__rdkafka_arrow(void) {
-    if (PyType_Ready(&ConsumerType) < 0) return NULL;
-    PyObject *m = PyModule_Create(&module);
-    if (m == NULL) return NULL;
-    Py_INCREF(&ConsumerType);
-    if (PyModule_AddObject(m, "Consumer", (PyObject *)&ConsumerType) < 0) {
-        Py_DECREF(&ConsumerType);
-        Py_DECREF(m);
-        return NULL;
-    }
-    return m;
+    return kd_module_new(&module, &ConsumerType, "Consumer", KD_NEED_CONSUMER);
 }

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from kafka_direct.process_local import ProcessLocal
+from kafka_direct.executor.process_local import ProcessLocal
 
 
 class Value:

@@ -1,5 +1,5 @@
 """A daemon thread that closes a pool's idle clients on time. Runs in Spark executors (Python
-workers), for the consumer pool and the producer pool.
+workers), for the lease pool (:mod:`~kafka_direct.executor.lease_pool`) of both wings.
 
 A Python worker waits between tasks, often for minutes, and one that gets no more tasks (its
 query stopped) waits until Spark ends it. Expiry checked only when a task acquires would keep

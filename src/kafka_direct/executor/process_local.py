@@ -1,7 +1,8 @@
 """One value per process, created on first use, dropped in a forked child, closed at exit.
 
-Plain library: the consumer and producer pools use it, and those run in Spark's Python workers
-(executors), which the PySpark daemon forks from one parent.
+Plain library: the lease pool (:mod:`~kafka_direct.executor.lease_pool`) uses it for each
+wing's pool, and those run in Spark's Python workers (executors), which the PySpark daemon forks
+from one parent.
 """
 
 from __future__ import annotations

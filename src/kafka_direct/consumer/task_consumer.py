@@ -1,0 +1,235 @@
+"""What both consumer kinds of a read task share. Runs in Spark executors (Python workers).
+
+A read task reads its ranges with one of two kinds of :class:`TaskConsumer`:
+:class:`~kafka_direct.consumer.fetch.PartitionConsumer` (one range) or
+:class:`~kafka_direct.consumer.packed.GroupConsumer` (the ranges of a packed task, together).
+Each has one ``read`` (the task's :class:`ReadTask`) and one ``take`` (one read of the queue);
+which read path takes records, the C fast path (:mod:`kafka_direct.consumer.native`) or
+confluent-kafka's messages, is decided when the client is set, never at every read.
+
+Both fetch loops end a read of the queue the same way: what came is a :class:`Taken` with an
+explicit :class:`Outcome`, and :class:`Progress` bounds the time without progress
+(``kafkaConsumer.pollTimeoutMs``), stopping at once on a configuration error the client
+reported (authentication, TLS).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, NamedTuple, Protocol, TypedDict, cast
+
+import pyarrow as pa
+
+from kafka_direct.config.clients import ExecutorSettings
+from kafka_direct.consumer.native import NativeConsumer
+from kafka_direct.errors import FetchTimeoutError
+from kafka_direct.kafka.events import ClientEvents
+from kafka_direct.offsets import OffsetRange, TopicPartition
+
+__all__ = [
+    "FetchOptions",
+    "KafkaConsumerLike",
+    "OnSkip",
+    "Outcome",
+    "Progress",
+    "ReadTask",
+    "Taken",
+    "TaskConsumer",
+]
+
+#: ``on_skip(range, first_lost, resume)``: offsets ``[first_lost, resume)`` of ``range`` were
+#: skipped as lost (see :func:`fetch_range`).
+OnSkip = Callable[[OffsetRange, int, int], None]
+
+#: The log-end slot of a read's answer for "offset out of range" (a log end is never < 0): the
+#: C fast path returns this value (``eof`` in ``_rdkafka_consume.c``), and :func:`_split_events`
+#: the same, so that :meth:`Outcome.of` reads both: the two must not drift apart.
+_OUT_OF_RANGE = -1
+
+
+class KafkaConsumerLike(Protocol):
+    """The part of ``confluent_kafka.Consumer`` the fetcher uses (fakes implement it in tests)."""
+
+    def assign(self, partitions: list[Any]) -> None: ...
+
+    def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Any]: ...
+
+    def get_watermark_offsets(
+        self, partition: Any, timeout: float = ..., cached: bool = ...
+    ) -> tuple[int, int]: ...
+
+    def close(self) -> None: ...
+
+
+class FetchOptions(TypedDict):
+    """The source options a fetch loop obeys (see :func:`fetch_range`)."""
+
+    poll_timeout_ms: int
+    fail_on_data_loss: bool
+    batch_size: int
+    include_headers: bool
+
+
+@dataclass(frozen=True)
+class ReadTask:
+    """What one Spark read task reads: its non-empty ranges, with the settings pickled from the
+    driver. ``log_starts``: the partitions' first offsets when the driver planned the ranges,
+    where it knew them; ``on_skip`` hears of offsets skipped as lost."""
+
+    ranges: Sequence[OffsetRange]
+    settings: ExecutorSettings
+    log_starts: Mapping[TopicPartition, int] = field(default_factory=dict)
+    on_skip: OnSkip | None = None
+
+    @property
+    def options(self) -> FetchOptions:
+        s = self.settings
+        return FetchOptions(
+            poll_timeout_ms=s.poll_timeout_ms,
+            fail_on_data_loss=s.fail_on_data_loss,
+            batch_size=s.batch_size,
+            include_headers=s.include_headers,
+        )
+
+
+class TaskConsumer:
+    """A Kafka client that reads a task's ranges, plus what *we* know of its queue. The two
+    kinds: :class:`PartitionConsumer` (one range) and
+    :class:`~kafka_direct.consumer.packed.GroupConsumer` (a packed task's ranges). Each has one
+    ``read`` (the task's ranges) and one ``take`` (one read of the queue); which read path
+    takes records, the C fast path or confluent-kafka's messages, is decided when the client
+    is set, not at every read."""
+
+    def __init__(
+        self, consumer: KafkaConsumerLike | NativeConsumer, events: ClientEvents | None = None
+    ) -> None:
+        self._native: NativeConsumer | None = None
+        self.consumer = consumer
+        #: The consumer's ``error_cb`` (explains a timeout; stops waiting on a config error).
+        self.events = events
+        #: The offset after the last record taken off the queue (None: not known).
+        self.next_offset: int | None = None
+
+    @property
+    def consumer(self) -> KafkaConsumerLike | NativeConsumer:
+        """The Kafka client: confluent-kafka's ``Consumer``, or the fast path's
+        (:mod:`kafka_direct.consumer.native`), whose reads the C code filters and converts."""
+        return self._consumer
+
+    @consumer.setter
+    def consumer(self, client: KafkaConsumerLike | NativeConsumer) -> None:
+        self._consumer = client
+        self._native = client if isinstance(client, NativeConsumer) else None
+
+    @property
+    def python_client(self) -> KafkaConsumerLike:
+        """The client as confluent-kafka's ``Consumer``: for the Python read path only (when
+        the client is not the fast path's)."""
+        return cast(KafkaConsumerLike, self._consumer)
+
+    def read(self, task: ReadTask) -> Iterator[pa.RecordBatch]:
+        """The records of ``task``'s ranges, as Arrow batches."""
+        raise NotImplementedError
+
+    def position_at(
+        self, topic: str, partition: int, offset: int, log_start: int | None = None
+    ) -> None:
+        """Make ``offset`` the next record delivered for ``topic``-``partition`` (the data-loss
+        checks call it when they skip lost records)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+class Progress:
+    """How long a read may go without progress (``kafkaConsumer.pollTimeoutMs``), and what its
+    client reported meanwhile: the fetch loops of one range and of a packed task share it."""
+
+    def __init__(self, events: ClientEvents | None, poll_timeout_ms: int) -> None:
+        self.events = events
+        self.poll_timeout_ms = poll_timeout_ms
+        self._timeout_s = poll_timeout_ms / 1000.0
+        # Only client events since the read last made progress count (see ClientEvents).
+        self._mark = events.mark() if events is not None else 0
+        self._deadline = 0.0
+        self.restart()
+
+    def restart(self) -> None:
+        """Start the wait again (time spent downstream is not time waiting on Kafka)."""
+        self._deadline = time.monotonic() + self._timeout_s
+
+    def made(self) -> None:
+        """Something came: what the client reported so far is explained; the wait restarts."""
+        if self.events is not None:
+            self._mark = self.events.mark()
+        self.restart()
+
+    def check(self, rng: OffsetRange, nxt: int) -> None:
+        """Nothing came: raise a configuration error the client reported (authentication, TLS:
+        waiting cannot help), or the timeout once the wait is over."""
+        fatal = self.events.config_error(self._mark) if self.events is not None else None
+        if fatal is not None:
+            raise fatal
+        if time.monotonic() > self._deadline:
+            raise _timeout(rng, nxt, self.poll_timeout_ms, self.events)
+
+
+class Outcome(Enum):
+    """How one read of a consumer's queue ended."""
+
+    #: Nothing came within the wait.
+    NOTHING = "nothing"
+    #: Records or events came, and the read did not end at the log end.
+    RECORDS = "records"
+    #: The read ended in an EOF event: the queue stands at the log end (``Taken.log_end``).
+    LOG_END = "log end"
+    #: The position is out of range (the data is gone); librdkafka stopped fetching.
+    OUT_OF_RANGE = "out of range"
+
+    @staticmethod
+    def of(eof: int | None) -> Outcome:
+        """The outcome of a read that brought something, from its ``eof`` slot: the log end,
+        :data:`_OUT_OF_RANGE`, or None (as the C fast path and :func:`_split_events` give it)."""
+        if eof is None:
+            return Outcome.RECORDS
+        return Outcome.OUT_OF_RANGE if eof == _OUT_OF_RANGE else Outcome.LOG_END
+
+
+class Taken(NamedTuple):
+    """What one read of the consumer's queue gave the fetch loop."""
+
+    outcome: Outcome
+    #: The Arrow batch of its records in the range, or None.
+    batch: pa.RecordBatch | None
+    #: The next offset to read.
+    next_offset: int
+    #: Where the log ends, when the read ended there (:attr:`Outcome.LOG_END`), else None.
+    log_end: int | None = None
+
+    @staticmethod
+    def of(eof: int | None, batch: pa.RecordBatch | None, next_offset: int) -> Taken:
+        """A read that brought something, with its ``eof`` slot (see :meth:`Outcome.of`)."""
+        outcome = Outcome.of(eof)
+        return Taken(outcome, batch, next_offset, eof if outcome is Outcome.LOG_END else None)
+
+
+def _timeout(
+    rng: OffsetRange, nxt: int, poll_timeout_ms: int, events: ClientEvents | None
+) -> FetchTimeoutError:
+    said = events.summary() if events is not None else ""
+    cause = (
+        f"The consumer reported: {said}."
+        if said
+        else "The broker may be down, paused or overloaded."
+    )
+    return FetchTimeoutError(
+        f"Timed out after {poll_timeout_ms} ms waiting for offset {nxt} of "
+        f"{rng.topic}-{rng.partition} (reading range [{rng.from_offset}, {rng.until_offset})). "
+        f"{cause} Raise the source option 'kafkaConsumer.pollTimeoutMs' to wait longer.",
+        code="_TIMED_OUT",
+        retriable=True,
+    )

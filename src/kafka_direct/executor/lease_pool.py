@@ -1,0 +1,408 @@
+"""A keyed pool of Kafka clients lent one holder at a time. Runs in Spark executors (Python
+workers), under both wings: the consumer pool (:mod:`kafka_direct.consumer.pool`) and the
+producer pool (:mod:`kafka_direct.producer.pool`).
+
+Python workers are reused between tasks, so a client opened by one task (its connections, its
+prefetched queue, its producer id) can serve the next task with the same key. The contract both
+wings share, with the fixes for Spark's own caches:
+
+- **Lent to one holder at a time.** A client is not safe for concurrent use, so a lent client
+  is never handed to anyone else. :meth:`LeasePool.lease` is the context manager: its body
+  raising releases with ``failed=True``, which closes the client instead of keeping it.
+- **Never closed under its holder** (SPARK-21869): only idle clients expire, are evicted or
+  closed. Invalidation (a key's, or :meth:`LeasePool.close_all`) closes idle clients now and
+  marks lent ones, which their release then closes.
+- **Idle expiry from the release**, after ``idle_timeout_s``, by a daemon thread
+  (:class:`~kafka_direct.executor.idle_reaper.IdleReaper`, Spark's evictor thread) that runs
+  only while something is idle: a worker whose query has stopped does not keep its clients for
+  ever.
+- **Capacity**: beyond ``capacity`` pooled clients the least recently used idle one is closed;
+  lent ones cannot be, so the pool may overflow for a while (with a warning).
+- **One pool per process** (:class:`WorkerPool`): a forked child drops its parent's pool and
+  makes its own; at exit the process closes its own pool's idle clients.
+
+What differs between the wings is a :class:`Policy`: how many clients a key may pool, what a
+second holder or a task reattempt gets, and whether a client may still be handed out.
+
+Closing happens outside the lock (a librdkafka close may flush, leave a group or join threads),
+and a failing close is logged, never raised. The factory is injected, so no Kafka client is
+imported here; keys name configurations by fingerprint, so logs never show a config value.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar, cast
+
+from kafka_direct.errors import ConfigurationError
+from kafka_direct.executor.idle_reaper import IdleReaper
+from kafka_direct.executor.process_local import ProcessLocal
+
+__all__ = ["Closeable", "Lease", "LeasePool", "Policy", "PoolStats", "WorkerPool"]
+
+# A pool that stays over capacity would otherwise warn on every acquire.
+_OVERFLOW_WARNING_INTERVAL_S = 60.0
+
+
+class Closeable(Protocol):
+    """All the pool needs from what it keeps."""
+
+    def close(self) -> None: ...
+
+
+K = TypeVar("K", bound=Hashable)
+R = TypeVar("R", bound=Closeable)
+
+
+def _always_usable(client: Any) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What one wing's pool does differently (see the module docstring)."""
+
+    #: What the pool keeps, for log lines and the reaper's thread name ("consumer").
+    noun: str
+    #: The wing's logger: users find the pool's lines under the wing's module name.
+    log: logging.Logger
+    capacity: int
+    idle_timeout_s: float
+    #: At most one pooled client per key (Spark's ``KafkaDataConsumer``). While it is lent, a
+    #: second holder gets an *uncached* client, closed at its release; a task reattempt does
+    #: too; and a failed release invalidates the key. Otherwise a key pools many clients, a
+    #: holder gets the most recently released one or a new pooled one, and a reattempt gets a
+    #: new pooled one.
+    one_per_key: bool = False
+    #: Whether a client may still be handed out or kept (a producer after a fatal error may not).
+    usable: Callable[[Any], bool] = _always_usable
+
+
+@dataclass(frozen=True)
+class PoolStats:
+    """Counters since the pool was created; ``size`` (pooled clients) and ``in_use`` (pooled
+    clients lent now) are current."""
+
+    hits: int
+    misses: int
+    creations: int
+    evictions: int
+    closes: int
+    size: int
+    in_use: int
+
+    @property
+    def idle(self) -> int:
+        return self.size - self.in_use
+
+
+@dataclass(eq=False)
+class _Entry(Generic[K, R]):
+    key: K
+    client: R | None  # None only while the factory runs, outside the lock, with in_use set
+    in_use: bool = True
+    #: Invalidated while lent: its release closes it.
+    doomed: bool = False
+    last_used: float = 0.0
+
+
+@dataclass(eq=False)
+class Lease(Generic[K, R]):
+    """One holder's exclusive use of a client, until :meth:`LeasePool.release`."""
+
+    client: R
+    key: K
+    #: Whether the client belongs to the pool (else it is closed at its release).
+    cached: bool
+    #: Whether the client served an earlier holder (a hit), rather than being created.
+    reused: bool
+    _entry: _Entry[K, R] | None = field(default=None, repr=False)
+    _released: bool = field(default=False, repr=False)
+
+
+class LeasePool(Generic[K, R]):
+    """Thread-safe pool of clients by key, under a :class:`Policy`; see the module docstring."""
+
+    def __init__(
+        self,
+        factory: Callable[[K, Mapping[str, str]], R],
+        policy: Policy,
+        *,
+        capacity: int | None = None,
+        idle_timeout_s: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        reaper: bool = True,
+    ) -> None:
+        self._factory = factory
+        self._policy = policy
+        self._log = policy.log
+        self._capacity, self._idle_timeout_s = policy.capacity, policy.idle_timeout_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._reaper = IdleReaper(
+            f"kafka-direct-{policy.noun}-reaper",
+            self._lock,
+            self._next_due_locked,
+            self.evict_idle,
+            clock,
+            enabled=reaper,
+        )
+        # Order doubles as recency: an entry moves to the end when lent and when released.
+        self._entries: OrderedDict[_Entry[K, R], None] = OrderedDict()
+        self._hits = self._misses = self._creations = self._evictions = self._closes = 0
+        self._last_overflow_warning: float | None = None
+        self.configure(capacity=capacity, idle_timeout_s=idle_timeout_s)
+
+    def configure(
+        self, *, capacity: int | None = None, idle_timeout_s: float | None = None
+    ) -> None:
+        """Change the limits; shrinking them closes idle clients right away."""
+        capacity = self._capacity if capacity is None else capacity
+        idle_timeout_s = self._idle_timeout_s if idle_timeout_s is None else idle_timeout_s
+        noun = self._policy.noun
+        if capacity < 1:
+            raise ConfigurationError(f"{noun} pool capacity", capacity, "an integer >= 1")
+        if idle_timeout_s <= 0:
+            raise ConfigurationError(f"{noun} pool idle timeout", idle_timeout_s, "seconds > 0")
+        with self._lock:
+            shorter = idle_timeout_s < self._idle_timeout_s
+            self._capacity, self._idle_timeout_s = capacity, idle_timeout_s
+            doomed = self._expired_locked() + self._make_room_locked(incoming=0)
+            if shorter:  # idle clients may be due sooner; every task configures, most alike
+                self._reaper.wake()
+        self._close_quietly(doomed)
+
+    def acquire(self, key: K, config: Mapping[str, str], *, reattempt: bool = False) -> Lease[K, R]:
+        """Lend a client for ``key``, built from ``config`` if none can be reused.
+        ``reattempt`` (a Spark task's retry) invalidates the key first (SPARK-27042)."""
+        policy = self._policy
+        reserved: _Entry[K, R] | None = None
+        lease: Lease[K, R] | None = None
+        with self._lock:
+            doomed = self._expired_locked()
+            if reattempt:
+                doomed += self._invalidate_locked(key)
+            if policy.one_per_key:
+                entry = next((e for e in self._entries if e.key == key), None)
+                if entry is not None and not entry.in_use and not reattempt:
+                    lease = self._lend_locked(entry)
+                    outcome = "hit"
+                elif reattempt or entry is not None:
+                    outcome = "miss (uncached)"
+                else:
+                    outcome = "miss (new pooled)"
+            else:
+                for entry in reversed(list(self._entries)):
+                    if entry.key != key or entry.in_use:
+                        continue
+                    if policy.usable(entry.client):
+                        lease = self._lend_locked(entry)
+                        break
+                    del self._entries[entry]  # turned unusable while idle: never lent again
+                    doomed.append(cast(R, entry.client))
+                outcome = "hit" if lease is not None else "miss (new pooled)"
+            if lease is None:
+                self._misses += 1
+                if outcome == "miss (new pooled)":
+                    doomed += self._make_room_locked(incoming=1)
+                    # Reserved in use, so concurrent holders do not take it while it is built.
+                    reserved = _Entry(key, None)
+                    self._entries[reserved] = None
+            hits, misses = self._hits, self._misses
+        self._close_quietly(doomed)
+        self._log.debug(
+            "%s pool %s for %s%s (hits=%d, misses=%d)",
+            policy.noun.capitalize(), outcome, key, " (reattempt)" * reattempt, hits, misses,
+        )  # fmt: skip
+        if lease is not None:
+            return lease
+        return self._create(key, config, reserved)
+
+    def _lend_locked(self, entry: _Entry[K, R]) -> Lease[K, R]:
+        entry.in_use = True
+        self._entries.move_to_end(entry)
+        self._hits += 1
+        return Lease(cast(R, entry.client), entry.key, cached=True, reused=True, _entry=entry)
+
+    def _create(self, key: K, config: Mapping[str, str], entry: _Entry[K, R] | None) -> Lease[K, R]:
+        try:
+            client = self._factory(key, config)
+        except BaseException:
+            # Drop the reservation, so the next holder tries again instead of going uncached.
+            with self._lock:
+                if entry is not None:
+                    self._entries.pop(entry, None)
+            raise
+        with self._lock:
+            self._creations += 1
+            if entry is not None:
+                entry.client = client
+        return Lease(client, key, cached=entry is not None, reused=False, _entry=entry)
+
+    def release(self, lease: Lease[K, R], *, failed: bool = False) -> None:
+        """Give ``lease`` back. It is closed instead when ``failed`` (its holder's work raised),
+        when it is uncached, invalidated while lent, or no longer usable."""
+        doomed: list[R] = []
+        with self._lock:
+            if lease._released:
+                return
+            lease._released = True
+            entry = lease._entry
+            ours = entry if entry is not None and entry in self._entries else None
+            if ours is not None and not failed and not ours.doomed and self._usable(lease):
+                ours.in_use = False
+                ours.last_used = self._clock()
+                self._entries.move_to_end(ours)
+                self._reaper.start_locked()
+            else:
+                doomed.append(lease.client)
+                if ours is not None:
+                    del self._entries[ours]
+                if failed and self._policy.one_per_key:
+                    # The failure may come from the key's state: its cached client goes too.
+                    doomed += self._invalidate_locked(lease.key)
+            doomed += self._expired_locked() + self._make_room_locked(incoming=0)
+        self._close_quietly(doomed)
+
+    def _usable(self, lease: Lease[K, R]) -> bool:
+        return self._policy.usable(lease.client)
+
+    @contextmanager
+    def lease(
+        self, key: K, config: Mapping[str, str], *, reattempt: bool = False
+    ) -> Iterator[Lease[K, R]]:
+        """``acquire`` + ``release``; an exception in the body releases with ``failed=True``."""
+        held = self.acquire(key, config, reattempt=reattempt)
+        failed = True
+        try:
+            yield held
+            failed = False
+        except GeneratorExit:
+            # A reader generator closed early (e.g. a LIMIT) stopped cleanly; nothing went wrong.
+            failed = False
+            raise
+        finally:
+            self.release(held, failed=failed)
+
+    def invalidate(self, key: K) -> None:
+        """Close ``key``'s idle clients; those lent are closed at their release."""
+        with self._lock:
+            doomed = self._invalidate_locked(key)
+        self._close_quietly(doomed)
+
+    def evict_idle(self) -> None:
+        """Close clients idle for longer than ``idle_timeout_s``."""
+        with self._lock:
+            doomed = self._expired_locked()
+        self._close_quietly(doomed)
+
+    def close_all(self) -> None:
+        """Close every idle client; clients lent are closed at their release."""
+        with self._lock:
+            for entry in self._entries:
+                entry.doomed = True
+            doomed = self._pop_idle_locked(lambda e: True)
+            self._reaper.wake()
+        self._close_quietly(doomed)
+
+    def stats(self) -> PoolStats:
+        with self._lock:
+            in_use = sum(1 for e in self._entries if e.in_use)
+            counters = (self._hits, self._misses, self._creations, self._evictions, self._closes)
+            return PoolStats(*counters, size=len(self._entries), in_use=in_use)
+
+    def log_stats(self) -> None:
+        self._log.info(
+            "%s pool %s, capacity=%d", self._policy.noun.capitalize(), self.stats(), self._capacity
+        )
+
+    # The *_locked helpers run under self._lock and return clients to close after unlocking,
+    # so a slow close never blocks other holders.
+
+    def _pop_idle_locked(self, which: Callable[[_Entry[K, R]], bool]) -> list[R]:
+        # Only a lent entry can still be under construction, so an idle one holds a client.
+        gone = [e for e in self._entries if not e.in_use and which(e)]
+        for entry in gone:
+            del self._entries[entry]
+        return [cast(R, e.client) for e in gone]
+
+    def _invalidate_locked(self, key: K) -> list[R]:
+        for entry in self._entries:
+            if entry.key == key and entry.in_use:
+                entry.doomed = True
+        return self._pop_idle_locked(lambda e: e.key == key)
+
+    def _expired_locked(self) -> list[R]:
+        deadline = self._clock() - self._idle_timeout_s
+        expired = self._pop_idle_locked(lambda e: e.last_used < deadline)
+        self._evictions += len(expired)
+        return expired
+
+    def _next_due_locked(self) -> float | None:
+        """When the least recently used idle client expires; None when none is idle."""
+        idle = [e.last_used for e in self._entries if not e.in_use]
+        return min(idle) + self._idle_timeout_s if idle else None
+
+    def _make_room_locked(self, incoming: int) -> list[R]:
+        evicted: list[R] = []
+        while len(self._entries) + incoming > self._capacity:
+            lru = next((e for e in self._entries if not e.in_use), None)
+            if lru is not None:
+                del self._entries[lru]
+                evicted.append(cast(R, lru.client))
+                self._evictions += 1
+                continue
+            now, last = self._clock(), self._last_overflow_warning
+            if last is None or now - last >= _OVERFLOW_WARNING_INTERVAL_S:
+                self._last_overflow_warning = now
+                self._log.warning(
+                    "%s pool over capacity (%d pooled, capacity %d): every pooled %s is in "
+                    "use, so none can be closed. Raise the capacity if this persists.",
+                    self._policy.noun.capitalize(), len(self._entries) + incoming,
+                    self._capacity, self._policy.noun,
+                )  # fmt: skip
+            break
+        return evicted
+
+    def _close_quietly(self, clients: list[R]) -> None:
+        if not clients:
+            return
+        with self._lock:
+            self._closes += len(clients)
+        for client in clients:
+            try:
+                client.close()
+            # A failing close must not fail a task: its work already succeeded or failed.
+            except Exception as exc:  # noqa: BLE001
+                self._log.warning(
+                    "Closing a pooled Kafka %s failed, ignored: %r", self._policy.noun, exc
+                )
+
+
+class WorkerPool(Generic[K]):
+    """A wing's pool for this process: made on first use, dropped in a forked child (whose
+    librdkafka threads did not survive the fork), its idle clients closed at exit."""
+
+    def __init__(self, policy: Policy) -> None:
+        self._policy = policy
+        self.local: ProcessLocal[LeasePool[Any, Any]] = ProcessLocal(lambda p: p.close_all())
+
+    def get(
+        self,
+        factory: Callable[[K, Mapping[str, str]], R],
+        *,
+        capacity: int | None = None,
+        idle_timeout_s: float | None = None,
+    ) -> LeasePool[K, R]:
+        """The process's pool: the first call creates it with ``factory``; later ones update
+        the limits given."""
+        pool = cast(LeasePool[K, R], self.local.get(lambda: LeasePool(factory, self._policy)))
+        if capacity is not None or idle_timeout_s is not None:
+            pool.configure(capacity=capacity, idle_timeout_s=idle_timeout_s)
+        return pool
