@@ -427,18 +427,53 @@ class AvroDecoder:
         )
 
 
-class AvroEncoder:
-    """Encodes one column's batches with one schema; ``schema_id`` None writes bare Avro."""
+_derived_lock = threading.Lock()
+_derived_ids: dict[tuple[str, str, str], int] = {}
 
-    def __init__(self, schema: str, schema_id: int | None) -> None:
+
+class AvroEncoder:
+    """Encodes one column's batches with one schema; ``schema_id`` None writes bare Avro.
+
+    With ``derive_for`` (the registry and subject) and no schema, the schema is derived from
+    the first batch's type as spark-avro derives it (:mod:`.avro_derive`) and registered under
+    the subject, once per worker process (registering the same schema again returns its id).
+    """
+
+    def __init__(
+        self,
+        schema: str | None,
+        schema_id: int | None,
+        derive_for: tuple[RegistryOptions, str] | None = None,
+    ) -> None:
         self.schema = schema
         self.schema_id = schema_id
+        self.derive_for = derive_for
         self._state: tuple[Any, Converter | None] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_state": None}
 
+    def _derive(self, arrow_type: pa.DataType) -> None:
+        import json
+
+        from kafka_direct.schema_registry.avro_derive import avro_schema_of
+
+        assert self.derive_for is not None
+        registry, subject = self.derive_for
+        schema = json.dumps(avro_schema_of(arrow_type), separators=(",", ":"))
+        key = (registry.url, subject, schema)
+        with _derived_lock:
+            found = _derived_ids.get(key)
+        if found is None:
+            found = RegistryClient(registry).register(subject, schema)
+            with _derived_lock:
+                _derived_ids[key] = found
+        self.schema, self.schema_id = schema, found
+
     def encode(self, values: pa.Array) -> pa.Array:
+        if self.schema is None:
+            self._derive(values.type)
+        assert self.schema is not None
         if self._state is None:
             import json
 

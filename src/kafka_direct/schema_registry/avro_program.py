@@ -9,8 +9,9 @@ writer lacks gets its default (the default's Avro bytes are compiled into the pr
 constants), ``int``→``long``→``float``→``double`` and ``string``⇄``bytes`` are promoted, enum
 symbols are mapped by name (the reader's default for unknown ones). What the compiler does not
 cover raises :class:`Unsupported`, and the records of that writer schema are decoded by the
-fastavro path instead: unions of more than one non-null type (other than ``[int, long]`` and
-``[float, double]``), named types whose names differ between writer and reader, logical types
+fastavro path instead: a written type that more than one branch of a reader union could read
+with different rules (Java's Avro takes the branch of the same type first, fastavro the first
+that reads it), named types whose names differ between writer and reader, logical types
 that differ between writer and reader (say ``timestamp-millis`` against ``timestamp-micros``),
 decimals whose scales differ, reader fields without a default that the writer lacks, recursive
 schemas, and defaults that do not fit their type.
@@ -49,12 +50,20 @@ K_BOOL, K_I32, K_I64, K_F32, K_F64, K_BIN, K_DEC, K_STRUCT, K_LIST = range(1, 10
     OP_MAP,
     OP_UNION,
     OP_ERROR,
-) = range(1, 18)
+    OP_MEMBER,
+) = range(1, 19)
 CV_I32, CV_I64, CV_F32, CV_F64, CV_MILLIS = range(1, 6)
 E_NULL = 8
 
 _PRIMITIVES = ("null", "boolean", "int", "long", "float", "double", "bytes", "string")
 _NAMED = ("record", "error", "enum", "fixed")
+_PROMOTIONS = {
+    "int": ("long", "float", "double"),
+    "long": ("float", "double"),
+    "float": ("double",),
+    "string": ("bytes",),
+    "bytes": ("string",),
+}
 
 
 class Unsupported(Exception):
@@ -270,10 +279,37 @@ class _Compiler:
                 return self.node(w, "long", t)
             if kinds == ["double", "float"]:
                 return self.node(w, "double", t)
-            raise Unsupported("a union of several non-null types")
+            return self._member(w, rest, t)
         if w == "null":
             raise Unsupported("null written, reader not nullable")
         return self._leaf(w, r, t)
+
+    def _member(self, w: Any, branches: list[Any], t: int) -> list[int]:
+        """A writer type into a reader union of several types (struct<member0, ...>): the
+        branch of the same type (or name), else the first the writer's type promotes to."""
+        self._expect(t, K_STRUCT)
+        if len(self.builders.children[t]) != len(branches):
+            raise Unsupported("the reader's Arrow type does not match its schema")
+        wk = _kind(w)
+        same = [
+            k
+            for k, b in enumerate(branches)
+            if _kind(b) == wk
+            and _logical(b) == _logical(w)
+            and (wk not in _NAMED or _names_match(w, b))
+        ]
+        promoted = [
+            k
+            for k, b in enumerate(branches)
+            if _logical(b) is None and _logical(w) is None and _kind(b) in _PROMOTIONS.get(wk, ())
+        ]
+        if not same and not promoted:
+            raise Unsupported(f"{wk} written, no branch of the reader's union reads it")
+        if same and promoted and promoted[0] < same[0]:
+            raise Unsupported("resolution libraries differ on which union branch reads it")
+        k = same[0] if same else promoted[0]
+        inner = self.node(w, branches[k], self.builders.children[t][k])
+        return _node(OP_MEMBER, t, [k], [inner])
 
     @staticmethod
     def _nullable(r: Any) -> bool:

@@ -296,6 +296,22 @@ static int run_at(kd_decoder *d, const int32_t *node, size_t size, kd_input *in,
         if ((err = child_at(node, size, at, &child))) return err;
       return run_at(d, node + at - child, child, in, depth + 1);
     }
+    case OP_MEMBER: {
+      /* [op, struct target, size, member, child]: one branch of a reader union of several
+       * types, spark-avro's struct<member0, member1, ...>: that member set, the others null */
+      NEED(5);
+      KIND(K_STRUCT);
+      int member = node[3];
+      size_t child;
+      if (b) {
+        if (member < 0 || member >= b->nchildren) return E_PROGRAM;
+        if ((err = kd_append_valid(b))) return err;
+        for (int c = 0; c < b->nchildren; c++)
+          if (c != member && (err = kd_append_null(d->builders, b->children[c]))) return err;
+      }
+      if ((err = child_at(node, size, 4, &child))) return err;
+      return run_at(d, node + 4, child, in, depth + 1);
+    }
     case OP_ERROR:
       NEED(4);
       return node[3];
