@@ -101,11 +101,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args(argv)
+    load_before = os.getloadavg()
 
     from pyspark.sql import functions as F
     from pyspark.sql.avro.functions import from_avro as spark_from_avro
 
     from kafka_direct.functions import from_avro
+    from kafka_direct.schema_registry import avro_native
     from kafka_direct.schema_registry.client import RegistryClient
     from kafka_direct.schema_registry.options import parse_registry
     from kafka_direct.schema_registry.wire import header
@@ -176,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
 
     median = {name: statistics.median(values) for name, values in results.items()}
     print(f"\n{args.records:,} records, {args.partitions} Spark cores, median of {args.rounds}")
+    print(f"kafka_direct's decoder: {avro_native.status()}")
+    print(f"load average (1, 5, 15 min) before: {load_before}, after: {os.getloadavg()}")
     print(f"{'decoder':<40}{'records/s':>14}{'vs Spark':>10}")
     labels = {
         "kafka_direct": "kafka_direct from_avro (wire format)",
@@ -186,7 +190,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{labels[name]:<40}{value:>14,.0f}{value / median['spark_avro']:>9.2f}x")
     if args.json:
         with open(args.json, "w") as out:
-            json.dump({"records": args.records, "rounds": results, "median": median}, out)
+            json.dump(
+                {
+                    "records": args.records,
+                    "rounds": results,
+                    "median": median,
+                    "decoder": avro_native.status(),
+                    "load_before": load_before,
+                    "load_after": os.getloadavg(),
+                },
+                out,
+            )
     return 0
 
 
