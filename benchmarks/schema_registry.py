@@ -4,7 +4,9 @@
   format, the writer schema looked up by the id in each header;
 - Spark's own ``from_avro`` (the ``spark-avro`` jar from Maven Central) on the same bytes with
   the 5-byte header stripped by ``substring`` and the schema given as ``jsonFormatSchema``;
-- plain ``fastavro.schemaless_reader`` in a loop in this process (one core, no Spark).
+- plain ``fastavro.schemaless_reader`` in a loop in this process (one core, no Spark);
+- kafka_direct's decoder alone (``AvroDecoder.decode``, the C decoder where it is built) on
+  Arrow batches of 10,000 records in this process (one core, no Spark).
 
 Every row decodes the same N records, cached in Spark's memory first, and materialises every
 field (``write.format("noop")``). Each Spark row is checked to decode exactly N records and
@@ -31,6 +33,7 @@ import time
 from typing import Any
 
 import fastavro
+import pyarrow as pa
 
 SCHEMA: dict[str, Any] = {
     "type": "record",
@@ -133,8 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     from pyspark.sql import functions as F
     from pyspark.sql.avro.functions import from_avro as spark_from_avro
 
-    from kafka_direct.functions import from_avro
+    from kafka_direct.functions import _spark_type, from_avro
     from kafka_direct.schema_registry import avro_native
+    from kafka_direct.schema_registry.avro_codec import AvroDecoder
     from kafka_direct.schema_registry.client import RegistryClient
     from kafka_direct.schema_registry.options import parse_registry
     from kafka_direct.schema_registry.wire import header
@@ -151,7 +155,12 @@ def main(argv: list[str] | None = None) -> int:
         bare.append(out.getvalue())
     expected_sum = sum(r["device"]["version"] for r in records)
 
-    results: dict[str, list[float]] = {"kafka_direct": [], "spark_avro": [], "fastavro": []}
+    results: dict[str, list[float]] = {
+        "kafka_direct": [],
+        "spark_avro": [],
+        "fastavro": [],
+        "c_decoder": [],
+    }
     per_cpu_s: dict[str, list[float]] = {"kafka_direct": [], "spark_avro": []}
     with SchemaRegistry() as registry:
         print(
@@ -162,6 +171,12 @@ def main(argv: list[str] | None = None) -> int:
         client = RegistryClient(parse_registry(registry.url, {}))
         schema_id = client.register("bench-value", schema_text)
         framed = [header(schema_id) + b for b in bare]
+        # kafka_direct's decoder alone, in this process, on Arrow batches of Spark's default size
+        _, arrow_type = _spark_type(schema_text, "jsonFormatSchema")
+        decoder = AvroDecoder(
+            schema_text, arrow_type, registry=parse_registry(registry.url, {}), reader_id=schema_id
+        )
+        batch = pa.array(framed, pa.binary())
 
         spark = local_spark(
             "bench-schema-registry",
@@ -204,6 +219,12 @@ def main(argv: list[str] | None = None) -> int:
                         read(io.BytesIO(blob[5:]), parsed, None)
 
                 results["fastavro"].append(args.records / _time(loop))
+
+                def native() -> None:
+                    for start in range(0, len(framed), 10_000):
+                        decoder.decode(batch.slice(start, 10_000))
+
+                results["c_decoder"].append(args.records / _time(native))
         finally:
             spark.stop()
 
@@ -211,14 +232,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{args.records:,} records, {args.partitions} Spark cores, median of {args.rounds}")
     print(f"kafka_direct's decoder: {avro_native.status()}")
     print(f"load average (1, 5, 15 min) before: {load_before}, after: {os.getloadavg()}")
-    print(f"{'decoder':<40}{'records/s':>14}{'vs Spark':>10}")
+    print(f"{'decoder':<42}{'records/s':>14}{'vs Spark':>10}")
     labels = {
         "kafka_direct": "kafka_direct from_avro (wire format)",
         "spark_avro": "Spark from_avro (header stripped)",
         "fastavro": "fastavro loop, 1 core, no Spark",
+        "c_decoder": "kafka_direct's decoder, 1 core, no Spark",
     }
     for name, value in median.items():
-        print(f"{labels[name]:<40}{value:>14,.0f}{value / median['spark_avro']:>9.2f}x")
+        print(f"{labels[name]:<42}{value:>14,.0f}{value / median['spark_avro']:>9.2f}x")
     cpu_median = {name: statistics.median(values) for name, values in per_cpu_s.items()}
     print(
         f"\n{'per CPU second (Spark JVM + its Python workers)':<48}{'records':>10}{'vs Spark':>10}"

@@ -72,7 +72,6 @@ REASONS = {
     8: "null for a field the reader schema does not allow to be null",
     9: "a decimal with more digits than its precision",
     10: "an int outside 32 bits, or a timestamp outside 64-bit microseconds",
-    11: "a batch too large for Arrow's 32-bit offsets",
     14: "an array or map block with more items than bytes left",
 }
 

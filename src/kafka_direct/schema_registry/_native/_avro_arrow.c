@@ -226,7 +226,8 @@ static int decode_rows(kd_builders *all, writer *writers, Py_ssize_t nwriters, c
     err = kd_run(&d, &in);
     int64_t left_over = in.end - in.p;
     if (!err && left_over) err = E_LEFT_OVER;
-    if (err == E_MEMORY || err == E_PROGRAM) return err;
+    /* Not the record's fault: the whole batch fails, in PERMISSIVE mode too. */
+    if (err == E_MEMORY || err == E_PROGRAM || err == E_TOO_LARGE) return err;
     if (err) {
       kd_builders_restore(all);
       if (err != E_LEFT_OVER) left_over = 0;
@@ -321,6 +322,10 @@ static PyObject *decode(PyObject *self, PyObject *args) {
   }
   if (err == E_MEMORY)
     PyErr_NoMemory();
+  else if (err == E_TOO_LARGE)
+    PyErr_SetString(PyExc_OverflowError,
+                    "the decoded batch holds more than 2 GiB in one Arrow array (32-bit "
+                    "offsets): lower spark.sql.execution.arrow.maxRecordsPerBatch");
   else if (err)
     PyErr_SetString(PyExc_ValueError, "malformed decode program or builder spec");
   else

@@ -26,7 +26,8 @@ enum {
 /* conversions of OP_INT / OP_LONG / OP_FLOAT */
 enum { CV_I32 = 1, CV_I64, CV_F32, CV_F64, CV_MILLIS };
 
-/* per-record errors (0 is success); E_MEMORY is not a record's fault and fails the batch */
+/* per-record errors (0 is success); E_MEMORY, E_PROGRAM and E_TOO_LARGE are not a record's
+ * fault and fail the batch */
 enum {
   E_TRUNCATED = 1, E_VARINT, E_NEGATIVE_LENGTH, E_UTF8, E_UNION_INDEX, E_ENUM_INDEX,
   E_ENUM_SYMBOL, E_NULL, E_DECIMAL, E_INT_RANGE, E_TOO_LARGE, E_LEFT_OVER, E_NOT_FRAMED,

@@ -82,9 +82,13 @@ static int put_int(kd_builder *b, int64_t v, int conv) {
   }
 }
 
+/* GCC's and Clang's 128-bit integers (not ISO C: __extension__ keeps -Wpedantic quiet). */
+__extension__ typedef unsigned __int128 kd_u128;
+__extension__ typedef __int128 kd_i128;
+
 /* 10^p for p = 0..38, as unsigned 128-bit integers, for the precision check of decimals. */
-static unsigned __int128 pow10_128(int p) {
-  unsigned __int128 v = 1;
+static kd_u128 pow10_128(int p) {
+  kd_u128 v = 1;
   while (p-- > 0) v *= 10;
   return v;
 }
@@ -98,11 +102,11 @@ static int put_decimal(kd_builder *b, const uint8_t *s, size_t n, int precision)
     s++;
     n--;
   }
-  unsigned __int128 u = sign ? ~(unsigned __int128)0 : 0;
+  kd_u128 u = sign ? ~(kd_u128)0 : 0;
   for (size_t i = 0; i < n; i++) u = (u << 8) | s[i];
-  __int128 v = (__int128)u;
+  kd_i128 v = (kd_i128)u;
   if ((sign != 0) != (v < 0)) return E_DECIMAL;
-  unsigned __int128 magnitude = v < 0 ? (unsigned __int128)0 - u : u;
+  kd_u128 magnitude = v < 0 ? (kd_u128)0 - u : u;
   if (precision < 1 || precision > 38 || magnitude >= pow10_128(precision)) return E_DECIMAL;
   uint8_t out[16];
   for (int i = 0; i < 16; i++) out[i] = (uint8_t)(u >> (8 * i));
