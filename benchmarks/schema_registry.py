@@ -211,7 +211,9 @@ def main(argv: list[str] | None = None) -> int:
                     cpu = _tree_cpu_s(jvm)
                     seconds = _time(lambda q=query: q.write.format("noop").mode("overwrite").save())
                     results[name].append(args.records / seconds)
-                    per_cpu_s[name].append(args.records / max(_tree_cpu_s(jvm) - cpu, 1e-9))
+                    used = _tree_cpu_s(jvm) - cpu
+                    if used > 0:  # else a worker exited unreaped in between: no figure
+                        per_cpu_s[name].append(args.records / used)
 
                 def loop() -> None:
                     read = fastavro.schemaless_reader
@@ -241,7 +243,10 @@ def main(argv: list[str] | None = None) -> int:
     }
     for name, value in median.items():
         print(f"{labels[name]:<42}{value:>14,.0f}{value / median['spark_avro']:>9.2f}x")
-    cpu_median = {name: statistics.median(values) for name, values in per_cpu_s.items()}
+    cpu_median = {
+        name: statistics.median(values) if values else float("nan")
+        for name, values in per_cpu_s.items()
+    }
     print(
         f"\n{'per CPU second (Spark JVM + its Python workers)':<48}{'records':>10}{'vs Spark':>10}"
     )
