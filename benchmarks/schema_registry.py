@@ -1,10 +1,12 @@
-"""Benchmark: decoding Confluent-framed Avro in Spark, records/s, three ways on the same bytes.
+"""Benchmark: decoding Confluent-framed Avro in Spark, records/s, on the same bytes.
 
 - kafka_direct ``from_avro`` with a real Schema Registry (Apicurio, started here): the wire
   format, the writer schema looked up by the id in each header;
 - Spark's own ``from_avro`` (the ``spark-avro`` jar from Maven Central) on the same bytes with
   the 5-byte header stripped by ``substring`` and the schema given as ``jsonFormatSchema``;
 - plain ``fastavro.schemaless_reader`` in a loop in this process (one core, no Spark);
+- an Arrow UDF that returns its binary input unchanged: what any column function costs in
+  Spark before it does anything;
 - kafka_direct's decoder alone (``AvroDecoder.decode``, the C decoder where it is built) on
   Arrow batches of 10,000 records in this process (one core, no Spark).
 
@@ -135,8 +137,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from pyspark.sql import functions as F
     from pyspark.sql.avro.functions import from_avro as spark_from_avro
+    from pyspark.sql.types import BinaryType
 
-    from kafka_direct.functions import _spark_type, from_avro
+    from kafka_direct.functions import _arrow_udf, _spark_type, from_avro
     from kafka_direct.schema_registry import avro_native
     from kafka_direct.schema_registry.avro_codec import AvroDecoder
     from kafka_direct.schema_registry.client import RegistryClient
@@ -160,8 +163,9 @@ def main(argv: list[str] | None = None) -> int:
         "spark_avro": [],
         "fastavro": [],
         "c_decoder": [],
+        "identity_udf": [],
     }
-    per_cpu_s: dict[str, list[float]] = {"kafka_direct": [], "spark_avro": []}
+    per_cpu_s: dict[str, list[float]] = {"kafka_direct": [], "spark_avro": [], "identity_udf": []}
     with SchemaRegistry() as registry:
         print(
             f"registry: Apicurio {registry.version} started in {registry.startup_s:.1f} s, "
@@ -199,6 +203,10 @@ def main(argv: list[str] | None = None) -> int:
             )
             stripped = F.expr("substring(value, 6, length(value) - 5)")
             theirs = frame.select(spark_from_avro(stripped, schema_text).alias("e"))
+            # The floor of any column function: an Arrow UDF that returns its binary input.
+            identity = frame.select(
+                _arrow_udf(lambda values: values, BinaryType(), "identity")("value").alias("e")
+            )
 
             for name, query in (("kafka_direct", ours), ("spark_avro", theirs)):
                 check = query.agg(F.count("e"), F.sum("e.device.version")).first()
@@ -207,7 +215,11 @@ def main(argv: list[str] | None = None) -> int:
                     return 1
             jvm = spark.sparkContext._gateway.proc.pid
             for _ in range(args.rounds):
-                for name, query in (("kafka_direct", ours), ("spark_avro", theirs)):
+                for name, query in (
+                    ("kafka_direct", ours),
+                    ("spark_avro", theirs),
+                    ("identity_udf", identity),
+                ):
                     cpu = _tree_cpu_s(jvm)
                     seconds = _time(lambda q=query: q.write.format("noop").mode("overwrite").save())
                     results[name].append(args.records / seconds)
@@ -240,6 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         "spark_avro": "Spark from_avro (header stripped)",
         "fastavro": "fastavro loop, 1 core, no Spark",
         "c_decoder": "kafka_direct's decoder, 1 core, no Spark",
+        "identity_udf": "Arrow UDF returning its input (floor)",
     }
     for name, value in median.items():
         print(f"{labels[name]:<42}{value:>14,.0f}{value / median['spark_avro']:>9.2f}x")
