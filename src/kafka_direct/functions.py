@@ -228,7 +228,7 @@ def to_avro(
 
     from pyspark.sql.types import BinaryType
 
-    from kafka_direct.schema_registry.avro_codec import AvroEncoder
+    from kafka_direct.schema_registry.avro_encoder import AvroEncoder
 
     encoder = AvroEncoder(jsonFormatSchema, schema_id, derive_for)
     encoded: Column = _arrow_udf(encoder.encode, BinaryType(), "to_avro")(_column(data))

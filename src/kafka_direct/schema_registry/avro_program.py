@@ -21,13 +21,13 @@ The numbers below are the C header's (``_native/_avro_arrow.h``); keep both in s
 
 from __future__ import annotations
 
-import json
-import struct
 from array import array
 from collections.abc import Mapping
 from typing import Any
 
 import pyarrow as pa
+
+from kafka_direct.schema_registry.avro_defaults import Unsupported, encode_default
 
 __all__ = ["Builders", "Program", "Unsupported", "builders_of", "compile_program", "normalize"]
 
@@ -64,10 +64,6 @@ _PROMOTIONS = {
     "string": ("bytes",),
     "bytes": ("string",),
 }
-
-
-class Unsupported(Exception):
-    """The C decoder does not cover this schema (or pair of schemas); fastavro decodes it."""
 
 
 # -- schemas: named references expanded, full names, nothing recursive ----------------------
@@ -449,74 +445,3 @@ def _min_bytes(schema: Any) -> int:
     if kind in ("record", "error"):
         return sum(_min_bytes(f["type"]) for f in schema["fields"])
     return 1
-
-
-# -- defaults: a field default's JSON value as Avro bytes ------------------------------------
-
-
-def _zigzag(value: int) -> bytes:
-    n = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while n & ~0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def encode_default(schema: Any, value: Any) -> bytes:
-    """A default value (JSON, as the Avro spec gives it) in Avro binary; :class:`Unsupported`
-    when it does not fit the schema."""
-    try:
-        return _encode(schema, value)
-    except (KeyError, TypeError, ValueError, IndexError, struct.error, OverflowError) as exc:
-        raise Unsupported(f"default {json.dumps(value)[:80]}: {exc}") from exc
-
-
-def _encode(schema: Any, value: Any) -> bytes:
-    kind = _kind(schema)
-    if kind == "union":  # a union's default is of its first branch
-        return _zigzag(0) + _encode(schema[0], value)
-    if kind == "null":
-        if value is not None:
-            raise ValueError("not null")
-        return b""
-    if kind == "boolean":
-        if not isinstance(value, bool):
-            raise TypeError("not a boolean")
-        return b"\x01" if value else b"\x00"
-    if kind in ("int", "long"):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError("not an integer")
-        limit = 2**31 if kind == "int" else 2**63
-        if not -limit <= value < limit:
-            raise ValueError("out of range")
-        return _zigzag(value)
-    if kind in ("float", "double"):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise TypeError("not a number")
-        return struct.pack("<f" if kind == "float" else "<d", value)
-    if kind in ("bytes", "string"):
-        data = bytes(value.encode("latin-1" if kind == "bytes" else "utf-8"))
-        return _zigzag(len(data)) + data
-    if kind == "fixed":
-        data = bytes(value.encode("latin-1"))
-        if len(data) != int(schema["size"]):
-            raise ValueError("wrong size")
-        return data
-    if kind == "enum":
-        return _zigzag(list(schema["symbols"]).index(value))
-    if kind == "array":
-        items = b"".join(_encode(schema["items"], v) for v in value)
-        return (_zigzag(len(value)) + items if value else b"") + b"\x00"
-    if kind == "map":
-        entries = b"".join(
-            _encode("string", k) + _encode(schema["values"], v) for k, v in value.items()
-        )
-        return (_zigzag(len(value)) + entries if value else b"") + b"\x00"
-    if kind in ("record", "error"):
-        out = b""
-        for f in schema["fields"]:
-            out += _encode(f["type"], value[f["name"]] if f["name"] in value else f["default"])
-        return out
-    raise ValueError(f"type {kind}")

@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 from kafka_direct.functions import _spark_type
 from kafka_direct.schema_registry import avro_native
 from kafka_direct.schema_registry.avro_codec import AvroDecoder, to_spark_converter
+from kafka_direct.schema_registry.avro_defaults import encode_default
 from kafka_direct.schema_registry.avro_native import NativeReader
-from kafka_direct.schema_registry.avro_program import encode_default
 from kafka_direct.schema_registry.errors import WireFormatError
 from kafka_direct.schema_registry.wire import header
 
