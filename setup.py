@@ -1,7 +1,8 @@
 """Build of the optional C fast paths (everything else is in pyproject.toml).
 
 - ``kafka_direct.consumer._rdkafka_arrow`` reads librdkafka straight into Arrow buffers;
-- ``kafka_direct.producer._rdkafka_produce`` produces straight from Arrow buffers into librdkafka.
+- ``kafka_direct.producer._rdkafka_produce`` produces straight from Arrow buffers into librdkafka;
+- ``kafka_direct.schema_registry._avro_arrow`` decodes Avro records straight into Arrow buffers.
 
 They need only a C compiler and Python's headers: librdkafka is resolved at run time from the
 copy confluent-kafka loads. The code both need (librdkafka's ABI and its loading, error events
@@ -14,6 +15,7 @@ through confluent-kafka's Python objects instead (``kafka_direct.consumer.native
 from setuptools import Extension, setup
 
 SHARED = "src/kafka_direct/_native"
+AVRO = "src/kafka_direct/schema_registry/_native"
 SHARED_SOURCES = [f"{SHARED}/_rdkafka_abi.c", f"{SHARED}/_client_events.c"]
 # Hidden: only PyInit is exported, so each extension's copy of the shared code stays its own.
 COMPILE_ARGS = ["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-missing-braces", "-fvisibility=hidden"]
@@ -49,6 +51,18 @@ setup(
             "src/kafka_direct/producer/_native",
             ["_rdkafka_produce.c", "_produce_loop.c"],
             "_rdkafka_produce.h",
+        ),
+        # from_avro's decoder: Avro -> Arrow buffers; needs neither librdkafka nor the shared code.
+        Extension(
+            "kafka_direct.schema_registry._avro_arrow",
+            sources=[
+                f"{AVRO}/_avro_arrow.c",
+                f"{AVRO}/_avro_decode.c",
+                f"{AVRO}/_avro_builders.c",
+            ],
+            depends=[f"{AVRO}/_avro_arrow.h", f"{AVRO}/_avro_decode.h"],
+            extra_compile_args=COMPILE_ARGS,
+            optional=True,
         ),
     ]
 )

@@ -1,14 +1,20 @@
-"""Benchmark: decoding Confluent-framed Avro in Spark, records/s, three ways on the same bytes.
+"""Benchmark: decoding Confluent-framed Avro in Spark, records/s, on the same bytes.
 
 - kafka_direct ``from_avro`` with a real Schema Registry (Apicurio, started here): the wire
   format, the writer schema looked up by the id in each header;
 - Spark's own ``from_avro`` (the ``spark-avro`` jar from Maven Central) on the same bytes with
   the 5-byte header stripped by ``substring`` and the schema given as ``jsonFormatSchema``;
-- plain ``fastavro.schemaless_reader`` in a loop in this process (one core, no Spark).
+- plain ``fastavro.schemaless_reader`` in a loop in this process (one core, no Spark);
+- an Arrow UDF that returns its binary input unchanged: what any column function costs in
+  Spark before it does anything;
+- kafka_direct's decoder alone (``AvroDecoder.decode``, the C decoder where it is built) on
+  Arrow batches of 10,000 records in this process (one core, no Spark).
 
 Every row decodes the same N records, cached in Spark's memory first, and materialises every
 field (``write.format("noop")``). Each Spark row is checked to decode exactly N records and
-the same sum of one field. Runs in the user's process (the Spark driver)::
+the same sum of one field. Records per second of wall time are the issue's measure; records per
+CPU second of the Spark JVM and its Python workers are printed too, since on a busy machine
+wall time also measures the other jobs. Runs in the user's process (the Spark driver)::
 
     . scripts/setup.sh
     python benchmarks/schema_registry.py                # 200,000 records, 3 rounds
@@ -29,6 +35,7 @@ import time
 from typing import Any
 
 import fastavro
+import pyarrow as pa
 
 SCHEMA: dict[str, Any] = {
     "type": "record",
@@ -94,6 +101,31 @@ def _time(function: Any) -> float:
     return time.perf_counter() - began
 
 
+def _tree_cpu_s(root: int) -> float:
+    """CPU seconds used so far by a process and all its descendants, the reaped ones included
+    (from /proc): the Spark JVM and its Python workers. On a busy machine wall time measures
+    the other jobs as much as ours; CPU time does not."""
+    children: dict[int, list[int]] = {}
+    ticks: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid, parent = int(entry), int(fields[1])
+        children.setdefault(parent, []).append(pid)
+        ticks[pid] = sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
+    total, stack = 0, [root]
+    while stack:
+        pid = stack.pop()
+        total += ticks.get(pid, 0)
+        stack.extend(children.get(pid, []))
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=200_000)
@@ -101,11 +133,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args(argv)
+    load_before = os.getloadavg()
 
     from pyspark.sql import functions as F
     from pyspark.sql.avro.functions import from_avro as spark_from_avro
+    from pyspark.sql.types import BinaryType
 
-    from kafka_direct.functions import from_avro
+    from kafka_direct.functions import _arrow_udf, _spark_type, from_avro
+    from kafka_direct.schema_registry import avro_native
+    from kafka_direct.schema_registry.avro_codec import AvroDecoder
     from kafka_direct.schema_registry.client import RegistryClient
     from kafka_direct.schema_registry.options import parse_registry
     from kafka_direct.schema_registry.wire import header
@@ -122,7 +158,14 @@ def main(argv: list[str] | None = None) -> int:
         bare.append(out.getvalue())
     expected_sum = sum(r["device"]["version"] for r in records)
 
-    results: dict[str, list[float]] = {"kafka_direct": [], "spark_avro": [], "fastavro": []}
+    results: dict[str, list[float]] = {
+        "kafka_direct": [],
+        "spark_avro": [],
+        "fastavro": [],
+        "c_decoder": [],
+        "identity_udf": [],
+    }
+    per_cpu_s: dict[str, list[float]] = {"kafka_direct": [], "spark_avro": [], "identity_udf": []}
     with SchemaRegistry() as registry:
         print(
             f"registry: Apicurio {registry.version} started in {registry.startup_s:.1f} s, "
@@ -132,6 +175,12 @@ def main(argv: list[str] | None = None) -> int:
         client = RegistryClient(parse_registry(registry.url, {}))
         schema_id = client.register("bench-value", schema_text)
         framed = [header(schema_id) + b for b in bare]
+        # kafka_direct's decoder alone, in this process, on Arrow batches of Spark's default size
+        _, arrow_type = _spark_type(schema_text, "jsonFormatSchema")
+        decoder = AvroDecoder(
+            schema_text, arrow_type, registry=parse_registry(registry.url, {}), reader_id=schema_id
+        )
+        batch = pa.array(framed, pa.binary())
 
         spark = local_spark(
             "bench-schema-registry",
@@ -154,16 +203,29 @@ def main(argv: list[str] | None = None) -> int:
             )
             stripped = F.expr("substring(value, 6, length(value) - 5)")
             theirs = frame.select(spark_from_avro(stripped, schema_text).alias("e"))
+            # The floor of any column function: an Arrow UDF that returns its binary input.
+            identity = frame.select(
+                _arrow_udf(lambda values: values, BinaryType(), "identity")("value").alias("e")
+            )
 
             for name, query in (("kafka_direct", ours), ("spark_avro", theirs)):
                 check = query.agg(F.count("e"), F.sum("e.device.version")).first()
                 if tuple(check) != (args.records, expected_sum):
                     print(f"FAILED check: {name} decoded {tuple(check)}", file=sys.stderr)
                     return 1
+            jvm = spark.sparkContext._gateway.proc.pid
             for _ in range(args.rounds):
-                for name, query in (("kafka_direct", ours), ("spark_avro", theirs)):
+                for name, query in (
+                    ("kafka_direct", ours),
+                    ("spark_avro", theirs),
+                    ("identity_udf", identity),
+                ):
+                    cpu = _tree_cpu_s(jvm)
                     seconds = _time(lambda q=query: q.write.format("noop").mode("overwrite").save())
                     results[name].append(args.records / seconds)
+                    used = _tree_cpu_s(jvm) - cpu
+                    if used > 0:  # else a worker exited unreaped in between: no figure
+                        per_cpu_s[name].append(args.records / used)
 
                 def loop() -> None:
                     read = fastavro.schemaless_reader
@@ -171,22 +233,53 @@ def main(argv: list[str] | None = None) -> int:
                         read(io.BytesIO(blob[5:]), parsed, None)
 
                 results["fastavro"].append(args.records / _time(loop))
+
+                def native() -> None:
+                    for start in range(0, len(framed), 10_000):
+                        decoder.decode(batch.slice(start, 10_000))
+
+                results["c_decoder"].append(args.records / _time(native))
         finally:
             spark.stop()
 
     median = {name: statistics.median(values) for name, values in results.items()}
     print(f"\n{args.records:,} records, {args.partitions} Spark cores, median of {args.rounds}")
-    print(f"{'decoder':<40}{'records/s':>14}{'vs Spark':>10}")
+    print(f"kafka_direct's decoder: {avro_native.status()}")
+    print(f"load average (1, 5, 15 min) before: {load_before}, after: {os.getloadavg()}")
+    print(f"{'decoder':<42}{'records/s':>14}{'vs Spark':>10}")
     labels = {
         "kafka_direct": "kafka_direct from_avro (wire format)",
         "spark_avro": "Spark from_avro (header stripped)",
         "fastavro": "fastavro loop, 1 core, no Spark",
+        "c_decoder": "kafka_direct's decoder, 1 core, no Spark",
+        "identity_udf": "Arrow UDF returning its input (floor)",
     }
     for name, value in median.items():
-        print(f"{labels[name]:<40}{value:>14,.0f}{value / median['spark_avro']:>9.2f}x")
+        print(f"{labels[name]:<42}{value:>14,.0f}{value / median['spark_avro']:>9.2f}x")
+    cpu_median = {
+        name: statistics.median(values) if values else float("nan")
+        for name, values in per_cpu_s.items()
+    }
+    print(
+        f"\n{'per CPU second (Spark JVM + its Python workers)':<48}{'records':>10}{'vs Spark':>10}"
+    )
+    for name, value in cpu_median.items():
+        ratio = value / cpu_median["spark_avro"]
+        print(f"{labels[name]:<48}{value:>10,.0f}{ratio:>9.2f}x")
     if args.json:
-        with open(args.json, "w") as out:
-            json.dump({"records": args.records, "rounds": results, "median": median}, out)
+        with open(args.json, "w") as figures:
+            json.dump(
+                {
+                    "records": args.records,
+                    "rounds": results,
+                    "median": median,
+                    "records_per_cpu_s": per_cpu_s,
+                    "decoder": avro_native.status(),
+                    "load_before": load_before,
+                    "load_after": os.getloadavg(),
+                },
+                figures,
+            )
     return 0
 
 

@@ -162,11 +162,16 @@ def to_avro(
     ``subject``, or named by ``options["subjectNameStrategy"]`` (``topic``, the default:
     ``<topic>-value``; ``record``; ``topic-record``) from ``options["topic"]`` and
     ``options["isKey"]``. Without a registry, writes bare Avro with ``jsonFormatSchema``.
+
+    A subject without any schema, and no ``jsonFormatSchema``: the schema is derived from the
+    column's Spark type as spark-avro's ``to_avro`` derives it (record ``topLevelRecord``,
+    nullable fields as ``[type, "null"]``) and registered under the subject.
     """
     _require_fastavro("to_avro")
     opts = dict(options or {})
     write = parse_write_options(opts)
     schema_id = None
+    derive_for = None
     if schemaRegistryAddress is not None:
         registry = parse_registry(schemaRegistryAddress, registry_options_of(opts))
         client = RegistryClient(registry)
@@ -198,14 +203,20 @@ def to_avro(
                 )
             try:
                 found = client.subject_version(subject, "latest")
+                jsonFormatSchema, schema_id = found.schema, found.schema_id
             except SchemaNotFoundError as exc:
-                raise ConfigurationError(
-                    "subject",
-                    subject,
-                    "a subject with at least one registered schema",
-                    "Pass the writer schema as jsonFormatSchema to register it.",
-                ) from exc
-            jsonFormatSchema, schema_id = found.schema, found.schema_id
+                if not write.auto_register:
+                    raise ConfigurationError(
+                        "subject",
+                        subject,
+                        "a subject with at least one registered schema, since "
+                        "autoRegisterSchemas is false",
+                        "Pass the writer schema as jsonFormatSchema, or register one.",
+                    ) from exc
+                # A new subject: the schema is derived from the data's type as spark-avro's
+                # to_avro derives it, and registered by the first batch (a Column has no type
+                # before it is part of a DataFrame).
+                derive_for = (registry, subject)
     elif jsonFormatSchema is None:
         raise ConfigurationError(
             "jsonFormatSchema",
@@ -217,9 +228,9 @@ def to_avro(
 
     from pyspark.sql.types import BinaryType
 
-    from kafka_direct.schema_registry.avro_codec import AvroEncoder
+    from kafka_direct.schema_registry.avro_encoder import AvroEncoder
 
-    encoder = AvroEncoder(jsonFormatSchema, schema_id)
+    encoder = AvroEncoder(jsonFormatSchema, schema_id, derive_for)
     encoded: Column = _arrow_udf(encoder.encode, BinaryType(), "to_avro")(_column(data))
     return encoded
 

@@ -6,9 +6,7 @@ schema; the schema is fetched once per id per worker (:mod:`.client`), parsed on
 resolves it to the reader schema (Avro's resolution rules: defaults for added fields, promotions,
 enum symbols, aliases). The decoded values go into one Arrow array of the planned type.
 
-Encoding a batch: every record is written into one buffer (header + Avro), and the output
-``binary`` array is built from that buffer and the record offsets, without a bytes object per
-record.
+Encoding is in :mod:`.avro_encoder`.
 """
 
 from __future__ import annotations
@@ -26,12 +24,15 @@ import pyarrow as pa
 from fastavro.schema import expand_schema
 
 from kafka_direct.errors import KafkaDirectError
+from kafka_direct.schema_registry import avro_native
+from kafka_direct.schema_registry.avro_native import NativeReader, native_reader
+from kafka_direct.schema_registry.avro_program import Program
 from kafka_direct.schema_registry.client import RegistryClient
 from kafka_direct.schema_registry.errors import SchemaNotFoundError, WireFormatError
 from kafka_direct.schema_registry.options import RegistryOptions
-from kafka_direct.schema_registry.wire import HEADER_SIZE, header, preview, split_header
+from kafka_direct.schema_registry.wire import HEADER_SIZE, preview, split_header
 
-__all__ = ["AvroDecoder", "AvroEncoder", "from_spark_converter", "to_spark_converter"]
+__all__ = ["AvroDecoder", "from_spark_converter", "to_spark_converter"]
 
 Converter = Callable[[Any], Any]
 
@@ -243,9 +244,17 @@ class AvroDecoder:
         self.mode = mode
         self.reader_id = reader_id
         self._state: tuple[Any, Converter | None] | None = None
+        self._native: tuple[NativeReader | None] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_state": None}
+        return {**self.__dict__, "_state": None, "_native": None}
+
+    def _native_reader(self) -> NativeReader | None:
+        if self._native is None:
+            import json
+
+            self._native = (native_reader(json.loads(self.reader_schema), self.arrow_type),)
+        return self._native[0]
 
     def _reader(self) -> tuple[Any, Converter | None]:
         if self._state is None:
@@ -254,6 +263,19 @@ class AvroDecoder:
             loaded = json.loads(self.reader_schema)
             self._state = (_parse(loaded), to_spark_converter(expand_schema(loaded)))
         return self._state
+
+    def _writer_json(self, schema_id: int) -> Any:
+        """The writer schema's JSON (the registry client caches it per id per process)."""
+        assert self.registry is not None
+        registered = RegistryClient(self.registry).schema_by_id(schema_id)
+        if registered.schema_type.upper() != "AVRO":
+            raise WireFormatError(
+                f"Schema id {schema_id} is a {registered.schema_type} schema, not Avro: "
+                "use the function for that format (from_protobuf, from_json_schema)."
+            )
+        import json
+
+        return json.loads(registered.schema)
 
     def _writer(self, schema_id: int) -> Any:
         assert self.registry is not None
@@ -276,6 +298,70 @@ class AvroDecoder:
         return parsed
 
     def decode(self, values: pa.Array) -> pa.Array:
+        """One Arrow batch of records → one Arrow array of the reader's type: in C where the
+        extension is built and covers the schemas (:mod:`.avro_native`), else with fastavro."""
+        native = self._native_reader()
+        if native is None:
+            return self._decode_python(values)
+        failfast = self.mode == "FAILFAST"
+        programs: list[tuple[int, Program | None]] = []
+        if self.registry is None:
+            program = native.program(None, None)
+            if program is None:
+                return self._decode_python(values)
+            programs.append((-1, program))
+        else:
+            for schema_id in sorted(avro_native.schema_ids(values)):
+                try:
+                    writer = self._writer_json(schema_id)
+                except (SchemaNotFoundError, WireFormatError):
+                    if failfast:
+                        raise
+                    programs.append((schema_id, None))  # its records are null
+                    continue
+                program = native.program(schema_id, writer)
+                if program is not None:  # else its records go to fastavro, as fallback rows
+                    programs.append((schema_id, program))
+        decoded = avro_native.decode(
+            values,
+            native.builders,
+            programs,
+            framed=self.registry is not None,
+            stop_at_error=failfast,
+        )
+        if decoded.errors and failfast:
+            raise self._native_error(values, *decoded.errors[0])
+        if not decoded.fallback:
+            return decoded.array
+        rows = decoded.fallback
+        fallback = self._decode_python(values.take(pa.array(rows, pa.int64())), rows)
+        return avro_native.merge(decoded.array, rows, fallback)
+
+    def _native_error(
+        self, values: pa.Array, row: int, code: int, schema_id: int, left_over: int
+    ) -> WireFormatError:
+        record = values[row].as_py()
+        if code == avro_native.NOT_FRAMED:
+            try:
+                split_header(record, f" in {_where(row)}")
+            except WireFormatError as exc:
+                return exc
+        if code == avro_native.LEFT_OVER:
+            return WireFormatError(
+                f"{_where(row, capital=True)} has {left_over} byte(s) left over after its Avro "
+                "record"
+                + (f" (schema id {schema_id})" if schema_id >= 0 else "")
+                + ": the record and its schema do not match."
+            )
+        which = f"writer schema id {schema_id}" if schema_id >= 0 else "jsonFormatSchema"
+        reason = avro_native.REASONS.get(code, f"error {code}")
+        return WireFormatError(
+            f"{_where(row, capital=True)} does not decode with {which} ({reason}; first bytes: "
+            f"{preview(record)}). Use mode 'PERMISSIVE' to get null for such records."
+        )
+
+    def _decode_python(self, values: pa.Array, rows: list[int] | None = None) -> pa.Array:
+        """The fastavro path; ``rows``: each value's row in the whole batch, for messages."""
         reader, convert = self._reader()
         data, offsets = _binary_views(values)
         stream = io.BytesIO(data)
@@ -283,6 +369,10 @@ class AvroDecoder:
         out: list[Any] = []
         append = out.append
         read = fastavro.schemaless_reader
+
+        def at(row: int) -> int:
+            return row if rows is None else rows[row]
+
         for row in range(len(values)):
             if valid is not None and not valid[row]:
                 append(None)
@@ -295,7 +385,7 @@ class AvroDecoder:
                     value = read(stream, reader, None)
                 else:
                     if end - begin < HEADER_SIZE or data[begin] != 0:
-                        split_header(data[begin:end], f" in {_where(row)}")  # raises
+                        split_header(data[begin:end], f" in {_where(at(row))}")  # raises
                     schema_id = int.from_bytes(data[begin + 1 : begin + HEADER_SIZE], "big")
                     writer = self._writer(schema_id)
                     stream.seek(begin + HEADER_SIZE)
@@ -305,7 +395,8 @@ class AvroDecoder:
                         value = read(stream, writer, reader, True, True)
                 if stream.tell() != end:
                     raise WireFormatError(
-                        f"{_where(row, capital=True)} has {end - stream.tell()} byte(s) left over "
+                        f"{_where(at(row), capital=True)} has {end - stream.tell()} byte(s) left "
+                        "over "
                         f"after its Avro record"
                         + (f" (schema id {schema_id})" if schema_id is not None else "")
                         + ": the record and its schema do not match."
@@ -319,7 +410,7 @@ class AvroDecoder:
                 raise  # the registry is down, refuses us, or TLS is misconfigured: not the record
             except Exception as exc:
                 if self.mode == "FAILFAST":
-                    raise self._undecodable(row, schema_id, data[begin:end], exc) from exc
+                    raise self._undecodable(at(row), schema_id, data[begin:end], exc) from exc
                 append(None)
         return pa.array(out, type=self.arrow_type)
 
@@ -331,40 +422,4 @@ class AvroDecoder:
             f"{_where(row, capital=True)} does not decode with {which} "
             f"({type(exc).__name__}: {exc}; first bytes: {preview(record)}). Use mode "
             "'PERMISSIVE' to get null for such records."
-        )
-
-
-class AvroEncoder:
-    """Encodes one column's batches with one schema; ``schema_id`` None writes bare Avro."""
-
-    def __init__(self, schema: str, schema_id: int | None) -> None:
-        self.schema = schema
-        self.schema_id = schema_id
-        self._state: tuple[Any, Converter | None] | None = None
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_state": None}
-
-    def encode(self, values: pa.Array) -> pa.Array:
-        if self._state is None:
-            import json
-
-            loaded = json.loads(self.schema)
-            self._state = (_parse(loaded), from_spark_converter(expand_schema(loaded)))
-        parsed, convert = self._state
-        prefix = b"" if self.schema_id is None else header(self.schema_id)
-        out = io.BytesIO()
-        offsets = [0]
-        write = fastavro.schemaless_writer
-        for value in values.to_pylist():
-            if value is not None:
-                out.write(prefix)
-                write(out, parsed, convert(value) if convert is not None else value)
-            offsets.append(out.tell())
-        validity = values.is_valid().buffers()[1] if values.null_count else None
-        return pa.Array.from_buffers(
-            pa.binary(),
-            len(values),
-            [validity, pa.array(offsets, pa.int32()).buffers()[1], pa.py_buffer(out.getvalue())],
-            null_count=values.null_count,
         )

@@ -17,11 +17,16 @@ it). Apicurio 3 is compiled for Java 21, so the registry needs a Java 21 or newe
 ``KAFKA_DIRECT_REGISTRY_JAVA`` to a ``java`` binary, or one is looked for in ``JAVA_HOME`` and
 ``/usr/lib/jvm``. A registry that cannot start raises :class:`SchemaRegistryError` with the
 last lines of its log.
+
+``SchemaRegistry(tls=True, users={"alice": "secret"})`` serves HTTPS only (with a CA made for
+it, ``ca_location``) and requires HTTP basic auth on every path, enforced by Apicurio's own
+Quarkus (its embedded user realm and an "authenticated" HTTP permission), not by anything here.
 """
 
 from __future__ import annotations
 
 import atexit
+import base64
 import contextlib
 import hashlib
 import logging
@@ -30,12 +35,14 @@ import re
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import tarfile
 import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
@@ -163,22 +170,62 @@ class SchemaRegistry:
         version: str = APICURIO_VERSION,
         startup_timeout_s: float = 180.0,
         heap: str = "384m",
+        tls: bool = False,
+        users: Mapping[str, str] | None = None,
     ) -> None:
         self.host = host
         self.port = port
         self.version = version
         self.startup_timeout_s = startup_timeout_s
         self.heap = heap
+        self.tls = tls
+        self._users = dict(users or {})
         self.startup_s: float | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._dir: Path | None = None
+        self.ca_location: str | None = None
 
     @property
     def url(self) -> str:
-        """The Confluent-compatible base URL, e.g. ``http://127.0.0.1:41234/apis/ccompat/v7``."""
+        """The Confluent-compatible base URL, e.g. ``http://127.0.0.1:41234/apis/ccompat/v7``
+        (``https://`` with ``tls=True``)."""
         if self._process is None or self.port is None:
             raise SchemaRegistryError("The Schema Registry is not started: call start() first.")
-        return f"http://{self.host}:{self.port}/apis/ccompat/v7"
+        scheme = "https" if self.tls else "http"
+        return f"{scheme}://{self.host}:{self.port}/apis/ccompat/v7"
+
+    def _secure_config(self, folder: Path) -> None:
+        """TLS and basic auth, in Quarkus' ``config/application.properties`` of the working
+        directory (so that no password is on the JVM's command line): a certificate for the
+        host signed by a CA made here (``ca_location``), HTTP off; users in Quarkus' embedded
+        realm, every path for authenticated users only."""
+        lines: list[str] = []
+        if self.tls:
+            from kafka_direct.testing.certificates import write_ca_and_server_certificate
+
+            ca, cert, key = write_ca_and_server_certificate(folder, self.host)
+            self.ca_location = str(ca)
+            lines += [
+                f"quarkus.http.ssl-port={self.port}",
+                "quarkus.http.insecure-requests=disabled",
+                f"quarkus.http.ssl.certificate.files={cert}",
+                f"quarkus.http.ssl.certificate.key-files={key}",
+            ]
+        if self._users:
+            lines += [
+                # Logged at start as "build time fixed", yet read: without it, nothing
+                # authenticates and every request is refused with 401.
+                "quarkus.http.auth.basic=true",
+                "quarkus.security.users.embedded.enabled=true",
+                "quarkus.security.users.embedded.plain-text=true",
+                "quarkus.http.auth.permission.everything.paths=/*",
+                "quarkus.http.auth.permission.everything.policy=authenticated",
+            ]
+            for user, password in self._users.items():
+                lines.append(f"quarkus.security.users.embedded.users.{user}={password}")
+        if lines:
+            (folder / "config").mkdir()
+            (folder / "config" / "application.properties").write_text("\n".join(lines) + "\n")
 
     @property
     def pid(self) -> int | None:
@@ -191,6 +238,7 @@ class SchemaRegistry:
         java = find_java()
         self.port = self.port or _free_port(self.host)
         self._dir = Path(tempfile.mkdtemp(prefix="kafka-direct-registry-"))
+        self._secure_config(self._dir)
         command = [
             java,
             f"-Xmx{self.heap}",
@@ -199,7 +247,8 @@ class SchemaRegistry:
             "-XX:TieredStopAtLevel=1",
             "-XX:+UseSerialGC",
             f"-Dquarkus.http.host={self.host}",
-            f"-Dquarkus.http.port={self.port}",
+            # With TLS, the port is the HTTPS one (in the config file) and plain HTTP is off.
+            f"-Dquarkus.http.port={0 if self.tls else self.port}",
             # The management interface (health, metrics) is built in and would bind
             # 0.0.0.0:9000, which two registries (or anything else) cannot share.
             f"-Dquarkus.management.host={self.host}",
@@ -244,8 +293,14 @@ class SchemaRegistry:
         )
 
     def _answers(self) -> bool:
+        request = urllib.request.Request(f"{self.url}/subjects")
+        if self._users:
+            user, password = next(iter(self._users.items()))
+            token = base64.b64encode(f"{user}:{password}".encode()).decode()
+            request.add_header("Authorization", f"Basic {token}")
+        context = ssl.create_default_context(cafile=self.ca_location) if self.tls else None
         try:
-            with urllib.request.urlopen(f"{self.url}/subjects", timeout=2) as response:
+            with urllib.request.urlopen(request, timeout=2, context=context) as response:
                 return int(response.status) == 200
         except (OSError, urllib.error.URLError):
             return False
@@ -298,4 +353,7 @@ class SchemaRegistry:
 
     def __repr__(self) -> str:
         state = "running" if self._process is not None else "stopped"
-        return f"SchemaRegistry(apicurio={self.version}, port={self.port}, {state})"
+        secured = (", tls" if self.tls else "") + (
+            f", users={sorted(self._users)}" if self._users else ""
+        )
+        return f"SchemaRegistry(apicurio={self.version}, port={self.port}{secured}, {state})"

@@ -10,7 +10,8 @@ import fastavro
 import pyarrow as pa
 import pytest
 
-from kafka_direct.schema_registry.avro_codec import AvroDecoder, AvroEncoder
+from kafka_direct.schema_registry.avro_codec import AvroDecoder
+from kafka_direct.schema_registry.avro_encoder import AvroEncoder
 from kafka_direct.schema_registry.errors import WireFormatError
 
 SCHEMA = {
