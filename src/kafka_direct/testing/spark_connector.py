@@ -77,33 +77,26 @@ def spark_kafka_jars(version: str | None = None, *, nearest: bool = False) -> li
 
     ``version`` defaults to ``KAFKA_DIRECT_SPARK_CONNECTOR_VERSION``, else the installed PySpark's.
     With ``nearest=True``, a version the repository does not serve is replaced by the newest
-    release of the same major version below it (:func:`connector_version` says which one was
-    taken; the choice is cached beside the jars). The first call downloads (a minute at most);
-    later calls read the cache.
+    release of the same major version below it (:func:`oracle_spark_version`, on the version list
+    that :func:`connector_metadata` reads again once a day; :func:`connector_version` says which
+    one was taken). The first call downloads (a minute at most); later calls read the cache.
     """
     wanted = version or os.environ.get("KAFKA_DIRECT_SPARK_CONNECTOR_VERSION")
     wanted = wanted or installed_spark_version()
-    choice = jar_cache_root() / f"spark-sql-kafka-{wanted}-nearest.txt"
-    if nearest and choice.is_file():
-        wanted = choice.read_text().strip()
+    if nearest:
+        wanted = oracle_spark_version(connector_metadata(), wanted)
     try:
         jars = fetch_maven_jars(
             [f"{CONNECTOR[0]}:{CONNECTOR[1]}:{wanted}"], f"spark-sql-kafka-{wanted}"
         )
     except JarFetchError as exc:
-        if not nearest:
-            raise SparkConnectorError(
-                f"Maven Central has no {':'.join(CONNECTOR)}:{wanted} (PySpark "
-                f"{installed_spark_version()} is installed). Pass nearest=True to take the "
-                "newest published connector of the same major version, set "
-                "KAFKA_DIRECT_SPARK_CONNECTOR_VERSION, or pin pyspark to a version Central "
-                f"serves. ({exc})"
-            ) from exc
-        older = _newest_release_below(wanted)
-        jars = spark_kafka_jars(older)
-        choice.parent.mkdir(parents=True, exist_ok=True)
-        choice.write_text(older + "\n")
-        return jars
+        raise SparkConnectorError(
+            f"Maven Central has no {':'.join(CONNECTOR)}:{wanted} (PySpark "
+            f"{installed_spark_version()} is installed). Pass nearest=True to take the "
+            "newest published connector of the same major version, set "
+            "KAFKA_DIRECT_SPARK_CONNECTOR_VERSION, or run on a PySpark whose connector Central "
+            f"serves (scripts/oracle-venv.sh pins one). ({exc})"
+        ) from exc
     shipped = {_artifact(j.name) for j in _pyspark_jars_dir().glob("*.jar")}
     # PySpark's own copies would be loaded first anyway; a second copy only invites conflicts.
     return [j for j in jars if _artifact(j.name) not in shipped]
@@ -127,11 +120,6 @@ def _pyspark_jars_dir() -> Path:
     import pyspark
 
     return Path(pyspark.__file__).parent / "jars"
-
-
-def _newest_release_below(version: str) -> str:
-    """The newest released connector (no ``-preview``) of ``version``'s major, below it."""
-    return newest_release_below(connector_metadata(), version)
 
 
 def connector_metadata() -> str:
