@@ -25,11 +25,14 @@ in rounds whose order alternates between the two formats:
 
 The reads run twice on the JVM side: with the connector's defaults (``kafka``), and with the
 Kafka consumer options of ``--jvm-tuned`` (``kafka tuned``, default
-``kafka.fetch.max.wait.ms=10``). Spark's connector asks the broker for the partition's offsets
-after every poll, and the Java consumer has by then sent its next fetch, which the broker holds
-for ``fetch.max.wait.ms`` (500 ms by default) when the task's range ends at the log end; the
-offsets request waits behind it on the same connection. So every JVM task whose range ends at
-the log end pays that wait once (docs/jvm-benchmark.md). ``--jvm-tuned ""`` leaves the row out.
+``kafka.fetch.max.wait.ms=10,kafka.max.poll.records=20000``). Spark's connector asks the broker
+for the partition's offsets (two ``ListOffsets``) after every poll. The Java consumer has by then
+sent its next fetch, which the broker holds for ``fetch.max.wait.ms`` (500 ms by default) when the
+task's range ends at the log end, and the offsets request waits behind it on the same
+connection: every JVM task whose range ends at the log end pays that wait once. And a poll
+returns at most ``max.poll.records`` (500 by default) records, so a task of 1,000,000 records
+makes about 2,000 polls and 4,000 offset requests (docs/jvm-benchmark.md). ``--jvm-tuned ""``
+leaves the row out.
 
 Every read must see exactly N records (and N x S bytes for the sum), every write must leave N
 records, or the run fails. It reports seconds per round, per-round ratios (JVM seconds divided
@@ -76,7 +79,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="20,000 records, 2 rounds")
     p.add_argument(
         "--jvm-tuned",
-        default="kafka.fetch.max.wait.ms=10",
+        default="kafka.fetch.max.wait.ms=10,kafka.max.poll.records=20000",
         help="comma list of KEY=VALUE options for a second row of format('kafka') reads "
         "(empty: no such row)",
     )
