@@ -76,6 +76,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--bootstrap-servers", default=None)
     p.add_argument("--skip", default="", help="comma list of: batch,stream,write")
     p.add_argument("--json", default=None, help="write every figure here")
+    p.add_argument(
+        "--jvm-log",
+        default=None,
+        help="write the driver JVM's log here, with Spark's connector and the Java Kafka client "
+        "at DEBUG (every request, with milliseconds; large: use a small --records)",
+    )
     p.add_argument("--quick", action="store_true", help="20,000 records, 2 rounds")
     p.add_argument(
         "--jvm-tuned",
@@ -235,6 +241,43 @@ class Bench:
         return out
 
 
+# The loggers that show where a JVM task's time goes: the connector's consumer (one line per
+# poll and per task), the Java client's requests and responses, and each task's start and end.
+JVM_LOG_LEVELS = {
+    "org.apache.spark.sql.kafka010": "DEBUG",
+    "org.apache.kafka.clients": "DEBUG",
+    "org.apache.spark.scheduler.TaskSetManager": "INFO",
+    "org.apache.spark.executor.Executor": "INFO",
+}
+
+
+def jvm_log_options(path: Path) -> str:
+    """Driver JVM options for a log4j2 file appender at ``path``, with milliseconds."""
+    props = Path(tempfile.mkdtemp(prefix="oracle-log4j2-")) / "log4j2.properties"
+    props.write_text(
+        "\n".join(
+            [
+                "rootLogger.level = warn",
+                "rootLogger.appenderRef.file.ref = file",
+                "appender.file.type = File",
+                "appender.file.name = file",
+                f"appender.file.fileName = {path.resolve()}",
+                "appender.file.layout.type = PatternLayout",
+                "appender.file.layout.pattern = %d{HH:mm:ss.SSS} [%t] %p %c{1}: %m%n",
+                "",
+            ]
+        )
+    )
+    return f"-Dlog4j2.configurationFile={props}"
+
+
+def jvm_log_levels(spark: Any) -> None:
+    """Set :data:`JVM_LOG_LEVELS` (local_spark quiets the root logger after the JVM starts)."""
+    log4j = spark.sparkContext._jvm.org.apache.logging.log4j
+    for name, level in JVM_LOG_LEVELS.items():
+        log4j.core.config.Configurator.setLevel(name, getattr(log4j.Level, level))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     skip = set(filter(None, args.skip.split(",")))
@@ -266,7 +309,12 @@ def main(argv: list[str] | None = None) -> int:
             produce_dataset(
                 bootstrap, batch_topic, args.batch_records, args.size, args.partitions, 7
             )
-        spark = local_spark("kafka_direct-oracle-bench", conf=spark_kafka_conf(jars))
+        conf = spark_kafka_conf(jars)
+        if args.jvm_log:
+            conf["spark.driver.extraJavaOptions"] = jvm_log_options(Path(args.jvm_log))
+        spark = local_spark("kafka_direct-oracle-bench", conf=conf)
+        if args.jvm_log:
+            jvm_log_levels(spark)
         log(f"Spark {spark.version}, Spark's Kafka connector {connector_version(jars)}")
         bench = Bench(spark, bootstrap, args)
         from kafka_direct_bench.floor_source import floor_source
