@@ -23,6 +23,17 @@ in rounds whose order alternates between the two formats:
   and this row is Spark's Python data source path (Arrow batches from a Python worker into the
   JVM), which no Python source can avoid.
 
+The reads run twice on the JVM side: with the connector's defaults (``kafka``), and with the
+Kafka consumer options of ``--jvm-tuned`` (``kafka tuned``, default
+``kafka.fetch.max.wait.ms=10,kafka.max.poll.records=20000``). Spark's connector asks the broker
+for the partition's offsets (two ``ListOffsets``) after every poll. The Java consumer has by then
+sent its next fetch, which the broker holds for ``fetch.max.wait.ms`` (500 ms by default) when the
+task's range ends at the log end, and the offsets request waits behind it on the same
+connection: every JVM task whose range ends at the log end pays that wait once. And a poll
+returns at most ``max.poll.records`` (500 by default) records, so a task of 1,000,000 records
+makes about 2,000 polls and 4,000 offset requests (docs/jvm-benchmark.md). ``--jvm-tuned ""``
+leaves the row out.
+
 Every read must see exactly N records (and N x S bytes for the sum), every write must leave N
 records, or the run fails. It reports seconds per round, per-round ratios (JVM seconds divided
 by kafka_direct seconds: above 1 means kafka_direct is faster) and their median. Runs in the
@@ -51,7 +62,8 @@ from kafka_direct_bench.dataset import (
     produce_dataset,
 )
 
-FORMATS = ("kafka", "kafka_direct")
+JVM, TUNED, OURS = "kafka", "kafka tuned", "kafka_direct"
+FORMATS = (JVM, OURS)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -64,11 +76,26 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--bootstrap-servers", default=None)
     p.add_argument("--skip", default="", help="comma list of: batch,stream,write")
     p.add_argument("--json", default=None, help="write every figure here")
+    p.add_argument(
+        "--jvm-log",
+        default=None,
+        help="write the driver JVM's log here, with Spark's connector and the Java Kafka client "
+        "at DEBUG (every request, with milliseconds; large: use a small --records)",
+    )
     p.add_argument("--quick", action="store_true", help="20,000 records, 2 rounds")
+    p.add_argument(
+        "--jvm-tuned",
+        default="kafka.fetch.max.wait.ms=10,kafka.max.poll.records=20000",
+        help="comma list of KEY=VALUE options for a second row of format('kafka') reads "
+        "(empty: no such row)",
+    )
     args = p.parse_args(argv)
     if args.quick:
         args.records, args.rounds = 20_000, 2
     args.batch_records = args.batch_records or args.records
+    args.tuned_options = dict(
+        item.split("=", 1) for item in args.jvm_tuned.split(",") if item.strip()
+    )
     return args
 
 
@@ -84,16 +111,27 @@ class Bench:
         self.bootstrap = bootstrap
         self.args = args
         self.seconds: dict[str, dict[str, list[float]]] = {}
+        # label -> (format name, extra reader options)
+        self.variants: dict[str, tuple[str, dict[str, str]]] = {
+            JVM: ("kafka", {}),
+            OURS: ("kafka_direct", {}),
+        }
+        if args.tuned_options:
+            self.variants[TUNED] = ("kafka", dict(args.tuned_options))
         self.floor_seconds: list[float] = []
         self.checkpoints = Path(tempfile.mkdtemp(prefix="oracle-bench-"))
 
     def record(self, mode: str, fmt: str, seconds: float) -> None:
-        self.seconds.setdefault(mode, {f: [] for f in FORMATS})[fmt].append(seconds)
+        self.seconds.setdefault(mode, {}).setdefault(fmt, []).append(seconds)
         log(f"{mode:<22} {fmt:<13} {seconds:8.2f} s")
 
     def source(self, fmt: str, topic: str, stream: bool = False) -> Any:
-        r = (self.spark.readStream if stream else self.spark.read).format(fmt)
-        return r.option("kafka.bootstrap.servers", self.bootstrap).option("subscribe", topic)
+        name, options = self.variants[fmt]
+        r = (self.spark.readStream if stream else self.spark.read).format(name)
+        r = r.option("kafka.bootstrap.servers", self.bootstrap).option("subscribe", topic)
+        for key, value in options.items():
+            r = r.option(key, value)
+        return r
 
     def check(self, what: str, got: Any, expected: Any) -> None:
         if got != expected:
@@ -139,7 +177,7 @@ class Bench:
             totals[0] += row[0]
             totals[1] += row[1] or 0
 
-        checkpoint = self.checkpoints / f"{sink}-{fmt}-{round_}"
+        checkpoint = self.checkpoints / f"{sink}-{fmt.replace(' ', '-')}-{round_}"
         w = self.source(fmt, topic, stream=True).option("startingOffsets", "earliest").load()
         w = w.writeStream.option("checkpointLocation", str(checkpoint)).trigger(availableNow=True)
         w = w.format("noop") if sink == "noop" else w.foreachBatch(each)
@@ -169,22 +207,75 @@ class Bench:
     def report(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         print()
-        print(f"{'mode':<22} {'kafka s':>9} {'kafka_direct s':>15} {'ratio':>7}  per-round ratios")
+        print(
+            f"{'mode':<22} {'JVM row':<12} {'JVM s':>7} {'kafka_direct s':>15} {'ratio':>7}"
+            "  per-round ratios"
+        )
         for mode, by_fmt in self.seconds.items():
-            jvm, ours = by_fmt["kafka"], by_fmt["kafka_direct"]
-            ratios = [j / o for j, o in zip(jvm, ours, strict=False)]
-            med = statistics.median(ratios)
-            print(
-                f"{mode:<22} {statistics.median(jvm):9.2f} {statistics.median(ours):15.2f} "
-                f"{med:6.2f}x  {' '.join(f'{r:.2f}' for r in ratios)}"
-            )
-            out[mode] = {"kafka_s": jvm, "kafka_direct_s": ours, "ratios": ratios, "median": med}
+            ours = by_fmt[OURS]
+            out[mode] = {"kafka_direct_s": ours}
+            for label in (JVM, TUNED):
+                if label not in by_fmt:
+                    continue
+                jvm = by_fmt[label]
+                ratios = [j / o for j, o in zip(jvm, ours, strict=False)]
+                med = statistics.median(ratios)
+                print(
+                    f"{mode:<22} {label:<12} {statistics.median(jvm):7.2f} "
+                    f"{statistics.median(ours):15.2f} {med:6.2f}x  "
+                    f"{' '.join(f'{r:.2f}' for r in ratios)}"
+                )
+                key = "kafka" if label == JVM else "kafka_tuned"
+                out[mode].update({f"{key}_s": jvm, f"{key}_ratios": ratios, f"{key}_median": med})
+            # The keys of earlier reports, for the default JVM row.
+            out[mode]["ratios"] = out[mode].get("kafka_ratios")
+            out[mode]["median"] = out[mode].get("kafka_median")
         if self.floor_seconds:
             floor = statistics.median(self.floor_seconds)
             print(f"{'floor (no Kafka)':<22} {'':>9} {floor:15.2f}  (batch sum, Python source)")
             out["floor"] = {"seconds": self.floor_seconds, "median": floor}
-        print("ratio = kafka seconds / kafka_direct seconds (above 1: kafka_direct is faster)")
+        print("ratio = JVM seconds / kafka_direct seconds (above 1: kafka_direct is faster)")
+        tuned = self.variants.get(TUNED)
+        if tuned:
+            print(f"{TUNED}: format('kafka') with {tuned[1]}")
         return out
+
+
+# The loggers that show where a JVM task's time goes: the connector's consumer (one line per
+# poll and per task), the Java client's requests and responses, and each task's start and end.
+JVM_LOG_LEVELS = {
+    "org.apache.spark.sql.kafka010": "DEBUG",
+    "org.apache.kafka.clients": "DEBUG",
+    "org.apache.spark.scheduler.TaskSetManager": "INFO",
+    "org.apache.spark.executor.Executor": "INFO",
+}
+
+
+def jvm_log_options(path: Path) -> str:
+    """Driver JVM options for a log4j2 file appender at ``path``, with milliseconds."""
+    props = Path(tempfile.mkdtemp(prefix="oracle-log4j2-")) / "log4j2.properties"
+    props.write_text(
+        "\n".join(
+            [
+                "rootLogger.level = warn",
+                "rootLogger.appenderRef.file.ref = file",
+                "appender.file.type = File",
+                "appender.file.name = file",
+                f"appender.file.fileName = {path.resolve()}",
+                "appender.file.layout.type = PatternLayout",
+                "appender.file.layout.pattern = %d{HH:mm:ss.SSS} [%t] %p %c{1}: %m%n",
+                "",
+            ]
+        )
+    )
+    return f"-Dlog4j2.configurationFile={props}"
+
+
+def jvm_log_levels(spark: Any) -> None:
+    """Set :data:`JVM_LOG_LEVELS` (local_spark quiets the root logger after the JVM starts)."""
+    log4j = spark.sparkContext._jvm.org.apache.logging.log4j
+    for name, level in JVM_LOG_LEVELS.items():
+        log4j.core.config.Configurator.setLevel(name, getattr(log4j.Level, level))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -218,7 +309,12 @@ def main(argv: list[str] | None = None) -> int:
             produce_dataset(
                 bootstrap, batch_topic, args.batch_records, args.size, args.partitions, 7
             )
-        spark = local_spark("kafka_direct-oracle-bench", conf=spark_kafka_conf(jars))
+        conf = spark_kafka_conf(jars)
+        if args.jvm_log:
+            conf["spark.driver.extraJavaOptions"] = jvm_log_options(Path(args.jvm_log))
+        spark = local_spark("kafka_direct-oracle-bench", conf=conf)
+        if args.jvm_log:
+            jvm_log_levels(spark)
         log(f"Spark {spark.version}, Spark's Kafka connector {connector_version(jars)}")
         bench = Bench(spark, bootstrap, args)
         from kafka_direct_bench.floor_source import floor_source
@@ -245,17 +341,20 @@ def main(argv: list[str] | None = None) -> int:
                 .cache()
             )
             frame.count()
+        readers = list(bench.variants)
         for r in range(args.rounds):
-            order = FORMATS if r % 2 == 0 else FORMATS[::-1]
+            # Each round starts with another reader, so none always reads first or last.
+            order = readers[r % len(readers) :] + readers[: r % len(readers)]
             for fmt in order:
                 if "batch" not in skip:
                     bench.batch(fmt, batch_topic, args.batch_records)
-                    if fmt == "kafka_direct":
+                    if fmt == OURS:
                         bench.floor(args.batch_records)
                 if "stream" not in skip:
                     bench.stream(fmt, topic, "noop", r)
                     bench.stream(fmt, topic, "foreachBatch", r)
-                if frame is not None:
+                # The tuned options are a consumer's: a write is the same with or without them.
+                if frame is not None and fmt != TUNED:
                     bench.write(fmt, frame)
         results = bench.report()
         if args.json:
@@ -268,6 +367,7 @@ def main(argv: list[str] | None = None) -> int:
                         "partitions": args.partitions,
                         "spark": spark.version,
                         "connector": connector_version(jars),
+                        "kafka_tuned_options": args.tuned_options,
                         "results": results,
                     },
                     indent=2,

@@ -7,9 +7,14 @@ whichever fixture starts Spark first in this process (the ``spark`` fixture of
 tests/integration) starts it with both formats. If the connector cannot be fetched, collection
 fails: the suite never skips.
 
-PySpark can reach PyPI before Spark's connector reaches Maven Central. The newest published
-connector of the same major version is then used, and every test of this folder says so in its
-report (``jvm_connector_version`` user property).
+PySpark can reach PyPI before Spark's connector reaches Maven Central, and a connector runs only
+on the Spark it was built for. Then the suite does not run on the installed PySpark: every test
+here fails at once, naming the PySpark to pin and the command that pins it,
+``bash scripts/oracle-venv.sh`` (a virtualenv of its own with the newest PySpark whose connector
+Central serves; ``scripts/test.sh`` runs the suite that way). Setting
+``KAFKA_DIRECT_SPARK_CONNECTOR_VERSION`` runs the connector of that version on the installed
+PySpark anyway. Every test says which connector on which PySpark in its report
+(``jvm_connector_version`` user property).
 
 The broker is real Apache Kafka (:class:`~kafka_direct.testing.KafkaCluster`, one node), or
 ``KAFKA_BOOTSTRAP_SERVERS`` when set: transactions, timestamps, compaction and deleted records
@@ -27,13 +32,28 @@ import pytest
 
 from kafka_direct.testing.kafka_cluster import KafkaCluster
 from kafka_direct.testing.spark_connector import (
+    CONNECTOR,
+    connector_metadata,
     connector_version,
     installed_spark_version,
+    oracle_spark_version,
     spark_kafka_jars,
 )
 
-JARS = spark_kafka_jars(nearest=True)
-CONNECTOR_VERSION = connector_version(JARS)
+INSTALLED = installed_spark_version()
+CHOSEN = os.environ.get("KAFKA_DIRECT_SPARK_CONNECTOR_VERSION")
+PINNED = CHOSEN or oracle_spark_version(connector_metadata(), INSTALLED)
+WRONG_PYSPARK = (
+    None
+    if PINNED == INSTALLED or CHOSEN
+    else f"PySpark {INSTALLED} is installed and Maven Central has no {':'.join(CONNECTOR)}:"
+    f"{INSTALLED}; the newest connector it serves is {PINNED}, which runs on PySpark {PINNED} "
+    "only. Run this suite with `bash scripts/oracle-venv.sh [pytest arguments]`: it pins "
+    f"PySpark {PINNED} in a virtualenv of its own (.venv-oracle). To run connector {PINNED} on "
+    f"PySpark {INSTALLED} anyway, set KAFKA_DIRECT_SPARK_CONNECTOR_VERSION={PINNED}."
+)
+JARS = [] if WRONG_PYSPARK else spark_kafka_jars(PINNED)
+CONNECTOR_VERSION = PINNED if WRONG_PYSPARK else connector_version(JARS)
 
 
 def _add_jars_to_submit_args() -> None:
@@ -47,11 +67,27 @@ def _add_jars_to_submit_args() -> None:
     os.environ["PYSPARK_SUBMIT_ARGS"] = shlex.join(args)
 
 
-_add_jars_to_submit_args()
+if not WRONG_PYSPARK:
+    _add_jars_to_submit_args()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def matching_pyspark() -> None:
+    """Fails every test here, before any broker or Spark starts, on a PySpark without its own
+    connector on Maven Central: the comparison would be with a connector built for another Spark.
+    """
+    if WRONG_PYSPARK:
+        pytest.fail(WRONG_PYSPARK, pytrace=False)
 
 
 @pytest.fixture(scope="session")
-def kafka_bootstrap() -> Iterator[str]:
+def spark(matching_pyspark: None, spark: Any) -> Any:
+    """tests/integration's Spark, started only once the PySpark is known to match."""
+    return spark
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(matching_pyspark: None) -> Iterator[str]:
     external = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     if external:
         yield external
@@ -84,6 +120,6 @@ def jvm_connector(spark: Any, record_property: Any) -> Iterator[str]:
         )
     record_property(
         "jvm_connector_version",
-        f"{CONNECTOR_VERSION} (PySpark {installed_spark_version()} installed)",
+        f"{CONNECTOR_VERSION} (PySpark {INSTALLED} installed)",
     )
     yield CONNECTOR_VERSION

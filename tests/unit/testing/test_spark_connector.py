@@ -10,6 +10,7 @@ from kafka_direct.testing.spark_connector import (
     _version_key,
     connector_version,
     newest_release_below,
+    oracle_spark_version,
     spark_kafka_conf,
 )
 
@@ -69,3 +70,23 @@ def test_the_newest_release_below_the_installed_version(installed: str, taken: s
 def test_no_release_of_the_major_version_is_an_error() -> None:
     with pytest.raises(SparkConnectorError, match="no spark-sql-kafka"):
         newest_release_below(METADATA, "3.0.0")
+
+
+@pytest.mark.parametrize(
+    ("installed", "pinned"),
+    [
+        ("4.2.0", "4.2.0"),  # Central serves this very connector: no pin
+        ("4.3.0", "4.2.0"),  # PySpark reached PyPI before its connector reached Central
+        ("4.2.1", "4.2.0"),  # a patch release without its connector: never mix patch levels
+        ("4.1.3", "4.1.3"),
+        ("4.2.0-preview5", "4.2.0-preview5"),  # a preview installed, its preview served
+        ("4.11.0", "4.10.1"),
+    ],
+)
+def test_the_pyspark_the_differential_suite_runs_on(installed: str, pinned: str) -> None:
+    assert oracle_spark_version(METADATA, installed) == pinned
+
+
+def test_no_connector_to_pin_is_an_error() -> None:
+    with pytest.raises(SparkConnectorError, match="no spark-sql-kafka"):
+        oracle_spark_version(METADATA, "3.0.0")

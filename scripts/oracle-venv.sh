@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Run the differential suite (tests/integration/differential: Spark's own format("kafka") next to
+# format("kafka_direct") on real Kafka) on a PySpark whose Kafka connector Maven Central serves.
+#
+# A connector runs only on the Spark it was built for, and PySpark can reach PyPI before its
+# connector reaches Central. When Central serves the installed PySpark's connector, the suite runs
+# in .venv as it is. Otherwise this pins the newest PySpark whose connector Central serves, in a
+# virtualenv of its own (.venv-oracle, or KAFKA_DIRECT_ORACLE_VENV), with this project installed
+# in it as in .venv (pip install -e ".[dev]"), and runs the suite there. It says which one, and
+# why, on its first line. The virtualenv is made once and re-used while it is up to date (same
+# pinned version, no newer pyproject.toml, setup.py or C source).
+#
+#   bash scripts/oracle-venv.sh                          # the whole suite
+#   bash scripts/oracle-venv.sh -n 2 --dist loadfile     # extra arguments go to pytest
+#   bash scripts/oracle-venv.sh -k migration -x
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# Java for Spark, and .venv, whose PySpark decides whether a pin is needed.
+KAFKA_DIRECT_SETUP_STRICT=1 . "$ROOT/scripts/setup.sh"
+cd "$ROOT"
+
+say() { printf '[oracle] %s\n' "$*" >&2; }
+
+choice="$(python -W "ignore::RuntimeWarning:runpy" -m kafka_direct.testing.spark_connector \
+  --oracle-pyspark)"
+pinned="${choice%%$'\n'*}"
+why="${choice#*$'\n'}"
+installed="$(python -c 'import pyspark; print(pyspark.__version__)')"
+
+if [ "$pinned" = "$installed" ]; then
+  say "PySpark $installed with Spark's Kafka connector $pinned, in $VENV: $why."
+  exec python -m pytest tests/integration/differential "$@"
+fi
+
+OVENV="${KAFKA_DIRECT_ORACLE_VENV:-$ROOT/.venv-oracle}"
+stamp="$OVENV/.kafka_direct_oracle"
+changed=""
+for f in "$ROOT/pyproject.toml" "$ROOT/setup.py" "$ROOT"/src/kafka_direct/*/_native/*.[ch] \
+  "$ROOT"/src/kafka_direct/_native/*.[ch]; do
+  [ "$f" -nt "$stamp" ] && changed=1
+done
+if [ ! -x "$OVENV/bin/python" ] || [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$pinned" ] \
+  || [ -n "$changed" ]; then
+  start=$SECONDS
+  say "Installing PySpark $pinned and kafka-direct[dev] into $OVENV"
+  # The same interpreter as .venv: the C extensions, compiled in place under src/, serve both.
+  "$PY" -m venv --clear "$OVENV"
+  "$OVENV/bin/python" -m pip install -q --disable-pip-version-check \
+    -e "$ROOT[dev]" "pyspark==$pinned"
+  echo "$pinned" > "$stamp"
+  say "$OVENV ready in $((SECONDS - start)) s"
+fi
+got="$("$OVENV/bin/python" -c 'import pyspark; print(pyspark.__version__)')"
+if [ "$got" != "$pinned" ]; then
+  say "ERROR: $OVENV has PySpark $got, not $pinned; remove it and re-run."
+  exit 1
+fi
+# Without a compiler the package installs anyway and reads through confluent-kafka's Python
+# objects: say which read and write paths this virtualenv has, so a slower path is never silent.
+"$OVENV/bin/python" - <<'EOF' >&2
+from kafka_direct.consumer import native as consumer
+from kafka_direct.producer import native as producer
+print(f"[oracle] read path: {consumer.status()}; write path: {producer.status()}")
+EOF
+say "PySpark $pinned with Spark's Kafka connector $pinned, in $OVENV (not $installed as in" \
+  "$VENV): $why."
+export PATH="$OVENV/bin:$PATH" VIRTUAL_ENV="$OVENV"
+export PYSPARK_PYTHON="$OVENV/bin/python" PYSPARK_DRIVER_PYTHON="$OVENV/bin/python"
+exec "$OVENV/bin/python" -m pytest tests/integration/differential "$@"
