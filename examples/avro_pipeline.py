@@ -158,7 +158,7 @@ def produce_orders(bootstrap: str, registry: str, topic: str) -> int:
     from confluent_kafka.schema_registry.avro import AvroSerializer
     from confluent_kafka.serialization import MessageField, SerializationContext
 
-    client = SchemaRegistryClient({"url": registry})
+    client = SchemaRegistryClient({"url": registry, "timeout": 20})
     producer = Producer({"bootstrap.servers": bootstrap})
     context = SerializationContext(topic, MessageField.VALUE)
     orders = sample_orders()
@@ -176,7 +176,7 @@ def read_totals(bootstrap: str, registry: str, topic: str, expected: int) -> lis
     from confluent_kafka.schema_registry.avro import AvroDeserializer
     from confluent_kafka.serialization import MessageField, SerializationContext
 
-    deserializer = AvroDeserializer(SchemaRegistryClient({"url": registry}))
+    deserializer = AvroDeserializer(SchemaRegistryClient({"url": registry, "timeout": 20}))
     context = SerializationContext(topic, MessageField.VALUE)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "avro-pipeline-example"})
     partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions

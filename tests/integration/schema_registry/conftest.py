@@ -44,7 +44,9 @@ def topic_name(request: pytest.FixtureRequest) -> str:
 def confluent(registry_url: str) -> Any:
     from confluent_kafka.schema_registry import SchemaRegistryClient
 
-    return SchemaRegistryClient({"url": registry_url})
+    # A timeout, so that a response lost on a kept-alive connection is retried (the client retries
+    # transport errors) instead of waiting forever: seen once with Apicurio in a full run.
+    return SchemaRegistryClient({"url": registry_url, "timeout": 20})
 
 
 @pytest.fixture()
