@@ -183,9 +183,7 @@ class RegistryClient:
     def register(self, subject: str, schema: str, schema_type: str = "AVRO") -> int:
         """Register ``schema`` under ``subject`` (a no-op if it is there) and return its id."""
         quoted = urllib.parse.quote(subject, safe="")
-        body: dict[str, Any] = {"schema": schema}
-        if schema_type != "AVRO":
-            body["schemaType"] = schema_type
+        body = _schema_body(schema, schema_type)
         answer = self.request(
             "POST", f"/subjects/{quoted}/versions", body, what=f"subject '{subject}'"
         )
@@ -194,10 +192,17 @@ class RegistryClient:
     def lookup(self, subject: str, schema: str, schema_type: str = "AVRO") -> int:
         """The id of ``schema`` if it is registered under ``subject``; else SchemaNotFoundError."""
         quoted = urllib.parse.quote(subject, safe="")
-        body: dict[str, Any] = {"schema": schema}
-        if schema_type != "AVRO":
-            body["schemaType"] = schema_type
+        body = _schema_body(schema, schema_type)
         answer = self.request(
             "POST", f"/subjects/{quoted}", body, what=f"this schema under subject '{subject}'"
         )
         return int(answer["id"])
+
+
+def _schema_body(schema: str, schema_type: str) -> dict[str, Any]:
+    """The request body that registers or looks up ``schema``: the API's default type is Avro,
+    so only another type is named."""
+    body: dict[str, Any] = {"schema": schema}
+    if schema_type != "AVRO":
+        body["schemaType"] = schema_type
+    return body
