@@ -36,6 +36,7 @@ from kafka_direct.schema_registry.options import (
     parse_write_options,
     registry_options_of,
 )
+from kafka_direct.schema_registry.references import avro_schema
 from kafka_direct.schema_registry.wire import subject_name
 
 if TYPE_CHECKING:
@@ -120,7 +121,8 @@ def from_avro(
                 raise ConfigurationError(
                     "subject", subject, f"a subject of Avro schemas, not {found.schema_type}"
                 )
-            jsonFormatSchema, reader_id = found.schema, found.schema_id
+            jsonFormatSchema = avro_schema(RegistryClient(registry), found)  # references inlined
+            reader_id = found.schema_id
     elif jsonFormatSchema is None:
         raise ConfigurationError(
             "jsonFormatSchema",
@@ -203,7 +205,7 @@ def to_avro(
                 )
             try:
                 found = client.subject_version(subject, "latest")
-                jsonFormatSchema, schema_id = found.schema, found.schema_id
+                jsonFormatSchema, schema_id = avro_schema(client, found), found.schema_id
             except SchemaNotFoundError as exc:
                 if not write.auto_register:
                     raise ConfigurationError(
@@ -289,8 +291,8 @@ def from_protobuf(
     read = parse_read_options(opts, "from_protobuf")
     from kafka_direct.schema_registry.protobuf_codec import (
         ProtobufDecoder,
-        file_descriptor,
         message_descriptor,
+        registered_file,
     )
     from kafka_direct.schema_registry.protobuf_codec import to_spark_type as protobuf_type
 
@@ -301,12 +303,18 @@ def from_protobuf(
             subject,
             f"a subject of Protobuf schemas, not {found.schema_type}",
         )
-    message = message_descriptor(file_descriptor(found.schema), name=messageName)
+    message = message_descriptor(registered_file(registry, found), name=messageName)
     from pyspark.sql.pandas.types import to_arrow_type
     from pyspark.sql.types import _parse_datatype_json_value
 
     spark_type = _parse_datatype_json_value(protobuf_type(message))
-    decoder = ProtobufDecoder(to_arrow_type(spark_type, timezone="UTC"), registry, read.mode)
+    decoder = ProtobufDecoder(
+        to_arrow_type(spark_type, timezone="UTC"),
+        registry,
+        read.mode,
+        reader_id=found.schema_id,
+        reader_message=message.full_name,
+    )
     decoded: Column = _arrow_udf(decoder.decode, spark_type, "from_protobuf")(_column(data))
     return decoded
 

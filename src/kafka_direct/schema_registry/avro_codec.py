@@ -30,6 +30,7 @@ from kafka_direct.schema_registry.avro_program import Program
 from kafka_direct.schema_registry.client import RegistryClient
 from kafka_direct.schema_registry.errors import SchemaNotFoundError, WireFormatError
 from kafka_direct.schema_registry.options import RegistryOptions
+from kafka_direct.schema_registry.references import avro_schema
 from kafka_direct.schema_registry.wire import HEADER_SIZE, preview, split_header
 
 __all__ = ["AvroDecoder", "from_spark_converter", "to_spark_converter"]
@@ -275,7 +276,7 @@ class AvroDecoder:
             )
         import json
 
-        return json.loads(registered.schema)
+        return json.loads(avro_schema(RegistryClient(self.registry), registered))
 
     def _writer(self, schema_id: int) -> Any:
         assert self.registry is not None
@@ -292,7 +293,7 @@ class AvroDecoder:
             )
         import json
 
-        parsed = _parse(json.loads(registered.schema))
+        parsed = _parse(json.loads(avro_schema(RegistryClient(self.registry), registered)))
         with _parsed_lock:
             _parsed_by_id[key] = parsed
         return parsed

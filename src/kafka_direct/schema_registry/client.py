@@ -25,7 +25,13 @@ from kafka_direct.errors import ConfigurationError
 from kafka_direct.schema_registry.errors import SchemaNotFoundError, SchemaRegistryError
 from kafka_direct.schema_registry.options import RegistryOptions
 
-__all__ = ["RegisteredSchema", "RegistryClient", "cached_schema", "clear_cache"]
+__all__ = [
+    "RegisteredSchema",
+    "RegistryClient",
+    "SchemaReference",
+    "cached_schema",
+    "clear_cache",
+]
 
 _CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 _AUTH_HINT = (
@@ -38,12 +44,31 @@ _schemas_by_id: dict[tuple[str, int], RegisteredSchema] = {}
 
 
 @dataclass(frozen=True)
+class SchemaReference:
+    """One entry of a schema's ``references``: the type or file ``name`` is ``subject``'s
+    ``version`` (see :mod:`.references`)."""
+
+    name: str
+    subject: str
+    version: int
+
+
+@dataclass(frozen=True)
 class RegisteredSchema:
     schema_id: int
     schema: str
     schema_type: str = "AVRO"
     subject: str | None = None
     version: int | None = None
+    references: tuple[SchemaReference, ...] = ()
+
+
+def _references(answer: Any) -> tuple[SchemaReference, ...]:
+    """The ``references`` of a registry answer (absent when the schema has none)."""
+    return tuple(
+        SchemaReference(str(r["name"]), str(r["subject"]), int(r["version"]))
+        for r in answer.get("references") or ()
+    )
 
 
 def clear_cache() -> None:
@@ -158,7 +183,10 @@ class RegistryClient:
             "GET", f"/schemas/ids/{schema_id}", what=f"schema with id {schema_id}"
         )
         schema = RegisteredSchema(
-            schema_id, str(answer["schema"]), str(answer.get("schemaType") or "AVRO")
+            schema_id,
+            str(answer["schema"]),
+            str(answer.get("schemaType") or "AVRO"),
+            references=_references(answer),
         )
         with _cache_lock:
             _schemas_by_id[key] = schema
@@ -178,6 +206,7 @@ class RegistryClient:
             str(answer.get("schemaType") or "AVRO"),
             subject,
             int(answer["version"]),
+            _references(answer),
         )
 
     def register(self, subject: str, schema: str, schema_type: str = "AVRO") -> int:
