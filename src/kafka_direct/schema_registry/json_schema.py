@@ -28,6 +28,7 @@ from kafka_direct.schema_registry.options import (
     parse_write_options,
     registry_options_of,
 )
+from kafka_direct.schema_registry.references import json_schema
 from kafka_direct.schema_registry.wire import HEADER_SIZE, header, subject_name
 
 __all__ = ["from_json_schema", "to_json_schema"]
@@ -89,7 +90,7 @@ def from_json_schema(
                 raise ConfigurationError(
                     SUBJECT, subject, f"a subject of JSON schemas, not {found.schema_type}"
                 )
-            jsonFormatSchema = found.schema
+            jsonFormatSchema = json_schema(RegistryClient(registry), found)  # references
     elif jsonFormatSchema is None:
         raise ConfigurationError(
             "jsonFormatSchema",

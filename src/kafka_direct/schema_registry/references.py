@@ -11,7 +11,9 @@ that way), an Avro schema using a named type defined in ``subject``, a JSON Sche
 them); :func:`cached_fetch` fetches each subject version once per worker, as schemas are cached
 by id: a registered version never changes. :func:`inline_avro` turns an Avro schema and its
 referenced schemas into one self-contained schema, which fastavro and the C decoder read as any
-other. The walk and the inlining are pure; the registry is behind a ``fetch`` function.
+other; :func:`inline_json_schema` does the same for a JSON Schema (the referenced documents go
+under its ``$defs``, their ``$ref``\\ s rewritten to point there). The walk and the inlining are
+pure; the registry is behind a ``fetch`` function.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ __all__ = [
     "cached_fetch",
     "clear_cache",
     "inline_avro",
+    "inline_json_schema",
+    "json_schema",
     "resolve",
 ]
 
@@ -198,5 +202,55 @@ def avro_schema(client: RegistryClient, registered: RegisteredSchema) -> str:
     except ValueError as exc:
         raise WireFormatError(
             f"An Avro schema referenced by schema id {registered.schema_id} is not JSON: {exc}"
+        ) from None
+    return json.dumps(inlined, separators=(",", ":"))
+
+
+_JSON_KEY = "kafka_direct_reference_"
+
+
+def inline_json_schema(schema: Any, documents: Sequence[tuple[str, Any]]) -> Any:
+    """One self-contained JSON Schema: each ``(name, document)`` referenced (a ``$ref`` of
+    ``name`` or ``name#/pointer``, as confluent-kafka resolves them) is put under the root's
+    ``$defs`` and every ``$ref`` to it, in the schema or in another document, points there."""
+    keys = {name: f"{_JSON_KEY}{index}" for index, (name, _) in enumerate(documents)}
+
+    def rewrite(node: Any, own: str | None) -> Any:
+        if isinstance(node, list):
+            return [rewrite(item, own) for item in node]
+        if not isinstance(node, dict):
+            return node
+        out = {key: rewrite(value, own) for key, value in node.items()}
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            document, _, pointer = ref.partition("#")
+            if document in keys:
+                out["$ref"] = f"#/$defs/{keys[document]}{pointer}"
+            elif not document and own is not None:  # within a referenced document
+                out["$ref"] = f"#/$defs/{own}{pointer}"
+        return out
+
+    if not documents or not isinstance(schema, dict):
+        return schema
+    root = rewrite(schema, None)
+    definitions = dict(root.get("$defs") or {})
+    for name, document in documents:
+        definitions[keys[name]] = rewrite(document, keys[name])
+    root["$defs"] = definitions
+    return root
+
+
+def json_schema(client: RegistryClient, registered: RegisteredSchema) -> str:
+    """A registered JSON Schema's text, self-contained: its references resolved and put under
+    its ``$defs`` (the text unchanged when it has none)."""
+    if not registered.references:
+        return registered.schema
+    resolved = resolve(registered.references, cached_fetch(client))
+    try:
+        documents = [(reference.name, json.loads(found.schema)) for reference, found in resolved]
+        inlined = inline_json_schema(json.loads(registered.schema), documents)
+    except ValueError as exc:
+        raise WireFormatError(
+            f"A JSON Schema referenced by schema id {registered.schema_id} is not JSON: {exc}"
         ) from None
     return json.dumps(inlined, separators=(",", ":"))

@@ -11,7 +11,13 @@ from typing import Any
 
 import pyarrow as pa
 
-from kafka_direct.functions import from_avro, from_protobuf, to_avro, to_protobuf
+from kafka_direct.functions import (
+    from_avro,
+    from_json_schema,
+    from_protobuf,
+    to_avro,
+    to_protobuf,
+)
 from kafka_direct.schema_registry.avro_codec import AvroDecoder
 from kafka_direct.schema_registry.options import parse_registry
 
@@ -177,3 +183,72 @@ def test_an_avro_schema_using_another_subjects_record_reads_and_writes(
     assert native is not None
     assert native.program(schema_id, decoder._writer_json(schema_id)) is not None
     assert decoder.decode(pa.array(blobs, pa.binary())).to_pylist() == records
+
+
+ADDRESS_JSON = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}, "zip": {"type": "integer"}},
+}
+CUSTOMER_JSON = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "home": {"$ref": "kd_refs_address.json"}},
+}
+ORDER_JSON = {
+    "type": "object",
+    "title": "Order",
+    "properties": {
+        "id": {"type": "integer"},
+        "buyer": {"$ref": "kd_refs_customer.json"},
+        "others": {"type": "array", "items": {"$ref": "kd_refs_customer.json"}},
+    },
+}
+
+
+def test_a_json_schema_with_refs_to_other_subjects_reads(
+    spark: Any, registry_url: str, topic_name: str, confluent: Any
+) -> None:
+    from confluent_kafka.schema_registry import Schema, SchemaReference
+    from confluent_kafka.schema_registry.json_schema import JSONSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    def register(subject: str, schema: Any, references: list[Any]) -> SchemaReference:
+        confluent.register_schema(subject, Schema(json.dumps(schema), "JSON", references))
+        return confluent.get_latest_version(subject).version
+
+    address = f"{topic_name}-address"
+    customer = f"{topic_name}-customer"
+    address_ref = SchemaReference(
+        "kd_refs_address.json", address, register(address, ADDRESS_JSON, [])
+    )
+    customer_ref = SchemaReference(
+        "kd_refs_customer.json", customer, register(customer, CUSTOMER_JSON, [address_ref])
+    )
+    subject = f"{topic_name}-value"
+    schema_id = confluent.register_schema(
+        subject, Schema(json.dumps(ORDER_JSON), "JSON", [customer_ref])
+    )
+    serializer = JSONSerializer(
+        Schema(json.dumps(ORDER_JSON), "JSON", [customer_ref]),
+        confluent,
+        conf={"auto.register.schemas": False, "use.latest.version": True},
+    )
+    records = [
+        {
+            "id": i,
+            "buyer": {"name": f"b{i}", "home": {"city": f"t{i}", "zip": 1000 + i}},
+            "others": [{"name": "o", "home": {"city": "x", "zip": i}}] * (i - 1),
+        }
+        for i in range(1, 4)
+    ]
+    context = SerializationContext(topic_name, MessageField.VALUE)
+    blobs = [serializer(r, context) for r in records]
+    assert {b[1:5] for b in blobs} == {schema_id.to_bytes(4, "big")}
+    frame = spark.createDataFrame(list(enumerate(blobs)), "n int, value binary")
+    options = {"schema.registry.subject": subject, "schema.registry.address": registry_url}
+    decoded = frame.select("n", from_json_schema("value", options=options).alias("o"))
+    assert dict(decoded.dtypes)["o"] == (
+        "struct<id:bigint,buyer:struct<name:string,home:struct<city:string,zip:bigint>>,"
+        "others:array<struct<name:string,home:struct<city:string,zip:bigint>>>>"
+    )
+    rows = sorted(decoded.collect(), key=lambda r: r.n)
+    assert [r.o.asDict(recursive=True) for r in rows] == records

@@ -12,7 +12,8 @@ import pytest
 
 from kafka_direct.schema_registry.client import RegisteredSchema, SchemaReference
 from kafka_direct.schema_registry.errors import WireFormatError
-from kafka_direct.schema_registry.references import inline_avro, resolve
+from kafka_direct.schema_registry.json_types import to_spark_type
+from kafka_direct.schema_registry.references import inline_avro, inline_json_schema, resolve
 
 
 def _registry(
@@ -151,3 +152,44 @@ def test_a_referenced_type_without_a_namespace_keeps_its_name_inside_a_namespace
 def test_a_schema_without_references_is_unchanged() -> None:
     assert inline_avro(CUSTOMER, []) == CUSTOMER
     assert inline_avro("string", []) == "string"
+
+
+def test_json_schema_documents_go_under_defs_and_refs_point_there() -> None:
+    address = {"type": "object", "properties": {"city": {"type": "string"}}}
+    customer = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "home": {"$ref": "address.json"},
+            "tier": {"$ref": "#/definitions/Tier"},
+        },
+        "definitions": {"Tier": {"type": "integer"}},
+    }
+    order = {
+        "type": "object",
+        "properties": {
+            "buyer": {"$ref": "customer.json"},
+            "tier": {"$ref": "customer.json#/definitions/Tier"},
+            "own": {"$ref": "#/$defs/Own"},
+        },
+        "$defs": {"Own": {"type": "boolean"}},
+    }
+    inlined = inline_json_schema(order, [("address.json", address), ("customer.json", customer)])
+    assert inlined["properties"] == {
+        "buyer": {"$ref": "#/$defs/kafka_direct_reference_1"},
+        "tier": {"$ref": "#/$defs/kafka_direct_reference_1/definitions/Tier"},
+        "own": {"$ref": "#/$defs/Own"},
+    }
+    defs = inlined["$defs"]
+    assert defs["Own"] == {"type": "boolean"}
+    assert defs["kafka_direct_reference_0"] == address
+    assert defs["kafka_direct_reference_1"]["properties"]["home"] == {
+        "$ref": "#/$defs/kafka_direct_reference_0"
+    }
+    assert defs["kafka_direct_reference_1"]["properties"]["tier"] == {
+        "$ref": "#/$defs/kafka_direct_reference_1/definitions/Tier"
+    }
+    assert to_spark_type(inlined)[0]["fields"][0]["type"]["fields"][1]["type"]["fields"] == [
+        {"name": "city", "type": "string", "nullable": True, "metadata": {}}
+    ]
+    assert inline_json_schema(order, []) == order
