@@ -64,5 +64,17 @@ setup(
             extra_compile_args=COMPILE_ARGS,
             optional=True,
         ),
+        # from_protobuf's decoder: Protobuf -> Arrow buffers, with the Avro decoder's builders.
+        Extension(
+            "kafka_direct.schema_registry._protobuf_arrow",
+            sources=[
+                f"{AVRO}/_protobuf_arrow.c",
+                f"{AVRO}/_protobuf_decode.c",
+                f"{AVRO}/_avro_builders.c",
+            ],
+            depends=[f"{AVRO}/_avro_arrow.h", f"{AVRO}/_protobuf_decode.h"],
+            extra_compile_args=COMPILE_ARGS,
+            optional=True,
+        ),
     ]
 )

@@ -24,8 +24,11 @@ from typing import Any, Literal
 import pyarrow as pa
 
 from kafka_direct.errors import KafkaDirectError
+from kafka_direct.schema_registry import protobuf_native
+from kafka_direct.schema_registry.avro_native import merge
 from kafka_direct.schema_registry.errors import SchemaNotFoundError, WireFormatError
 from kafka_direct.schema_registry.options import RegistryOptions
+from kafka_direct.schema_registry.protobuf_program import Program, Unsupported, compile_program
 from kafka_direct.schema_registry.protobuf_schema import (
     TIMESTAMP,
     cached_file,
@@ -66,11 +69,14 @@ def _to_python(message: Any) -> Any:
             if f.type == F.TYPE_ENUM:
                 found = f.enum_type.values_by_number.get(v)
                 return found.name if found is not None else str(v)
-            return v
+            return _signed(f, v)
 
         if field.type == F.TYPE_MESSAGE and field.message_type.GetOptions().map_entry:
+            key_field = field.message_type.fields_by_name["key"]
             value_field = field.message_type.fields_by_name["value"]
-            out[field.name] = {k: scalar(v, value_field) for k, v in value.items()}
+            out[field.name] = {
+                _signed(key_field, k): scalar(v, value_field) for k, v in value.items()
+            }
         elif repeated(field):
             out[field.name] = [scalar(v) for v in value]
         else:
@@ -91,8 +97,10 @@ def _fill(message: Any, values: dict[str, Any]) -> None:
             continue
         if field.type == F.TYPE_MESSAGE and field.message_type.GetOptions().map_entry:
             target = getattr(message, name)
+            key_field = field.message_type.fields_by_name["key"]
             value_field = field.message_type.fields_by_name["value"]
             for k, v in value.items() if isinstance(value, dict) else value:
+                k = _enum(key_field, k)
                 if value_field.type == F.TYPE_MESSAGE:
                     _fill(target[k], v)
                 else:
@@ -110,11 +118,33 @@ def _fill(message: Any, values: dict[str, Any]) -> None:
             setattr(message, name, _enum(field, value))
 
 
+def _unsigned_bits(field: Any) -> int:
+    from google.protobuf.descriptor import FieldDescriptor as F
+
+    return {F.TYPE_UINT32: 32, F.TYPE_FIXED32: 32, F.TYPE_UINT64: 64, F.TYPE_FIXED64: 64}.get(
+        field.type, 0
+    )
+
+
+def _signed(field: Any, value: Any) -> Any:
+    """An unsigned field's value in Spark's signed int/bigint: above the signed range it wraps,
+    as the Java values spark-protobuf reads do (uint32 4294967295 is -1)."""
+    bits = _unsigned_bits(field)
+    if bits and value >= 1 << (bits - 1):
+        return value - (1 << bits)
+    return value
+
+
 def _enum(field: Any, value: Any) -> Any:
+    """A Spark value as the field takes it: an enum's number for its name, an unsigned field's
+    value for a negative Spark value (the reverse of :func:`_signed`)."""
     from google.protobuf.descriptor import FieldDescriptor as F
 
     if field.type == F.TYPE_ENUM and isinstance(value, str):
         return field.enum_type.values_by_name[value].number
+    bits = _unsigned_bits(field)
+    if bits and isinstance(value, int) and value < 0:
+        return value + (1 << bits)
     return value
 
 
@@ -170,8 +200,41 @@ class ProtobufDecoder:
         self.reader_id = reader_id
         self.reader_message = reader_message
 
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_native": None, "_accepted": {}}
+
     def _file(self, schema_id: int) -> Any:
         return cached_file(self.registry, schema_id)
+
+    def _program(self) -> Program | None:
+        """The C decoder's program for the reader message, or None: no C path here."""
+        native: tuple[Program | None] | None = self.__dict__.get("_native")
+        if native is None:
+            program = None
+            if self.reader_id is not None and protobuf_native.available():
+                reader = message_descriptor(self._file(self.reader_id), name=self.reader_message)
+                try:
+                    program = compile_program(reader, self.arrow_type)
+                except Unsupported:
+                    program = None
+            native = self.__dict__["_native"] = (program,)
+        return native[0]
+
+    def _accepts(self, schema_id: int, index_bytes: bytes) -> bool:
+        """Whether the records of this writer id and message are the reader's message (else,
+        or when that cannot be told, the Python path decodes them or says what is wrong)."""
+        accepted: dict[tuple[int, bytes], bool] = self.__dict__.setdefault("_accepted", {})
+        key = (schema_id, index_bytes)
+        if key not in accepted:
+            try:
+                stream = io.BytesIO(index_bytes)
+                count = _read_varint(stream)
+                indexes = [0] if count == 0 else [_read_varint(stream) for _ in range(count)]
+                message = message_descriptor(self._file(schema_id), indexes)
+                accepted[key] = message.full_name == self.reader_message
+            except Exception:  # noqa: BLE001 - the Python path reports it, record by record
+                accepted[key] = False
+        return accepted[key]
 
     def _message_class(
         self, schema_id: int, indexes: list[int], classes: dict[tuple[int, ...], Any]
@@ -189,9 +252,25 @@ class ProtobufDecoder:
         return found
 
     def decode(self, values: pa.Array) -> pa.Array:
+        """One Arrow batch of records → one Arrow array of the reader's type: in C where the
+        extension is built and covers the reader message (:mod:`.protobuf_native`), the other
+        records (and all of them otherwise) through Python message objects."""
+        program = self._program()
+        if program is None:
+            return self._decode_python(values)
+        accepted = [key for key in protobuf_native.headers(values) if self._accepts(*key)]
+        array, rows = protobuf_native.decode(values, program, accepted)
+        if not rows:
+            return array
+        fallback = self._decode_python(values.take(pa.array(rows, pa.int64())), rows)
+        return merge(array, rows, fallback)
+
+    def _decode_python(self, values: pa.Array, rows: list[int] | None = None) -> pa.Array:
+        """The Python path; ``rows``: each value's row in the whole batch, for messages."""
         classes: dict[tuple[int, ...], Any] = {}
         out: list[Any] = []
-        for row, data in enumerate(values.to_pylist()):
+        for position, data in enumerate(values.to_pylist()):
+            row = position if rows is None else rows[position]
             if data is None:
                 out.append(None)
                 continue
