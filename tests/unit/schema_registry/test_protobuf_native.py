@@ -246,7 +246,7 @@ def _framed(payload: bytes) -> bytes:
 def test_random_records_decode_in_c_exactly_as_in_python(
     setup: Any, records: list[dict[str, Any]], data: Any
 ) -> None:
-    record_cls, other_cls, decoder = setup
+    record_cls, _, decoder = setup
     blobs: list[bytes | None] = []
     in_c: set[int] = set()  # rows the C pass must decode itself
     for row, values in enumerate(records):
