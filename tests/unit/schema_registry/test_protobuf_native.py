@@ -293,6 +293,11 @@ def test_known_values_and_failfast_errors_come_from_the_python_path(setup: Any) 
         [("a", 1)],
     )
     assert (first["cs"], first["ci"], first["oi"], first["i64"]) == ("x", None, 0, None)
+    # Unsigned values above the signed range wrap, as the Java values of spark-protobuf do.
+    unsigned = record_cls(u32=2**32 - 1, u64=2**64 - 1, f32=2**31, f64=2**63).SerializeToString()
+    for path in (decoder.decode, decoder._decode_python):
+        got = path(pa.array([_framed(unsigned)], pa.binary())).to_pylist()[0]
+        assert (got["u32"], got["u64"], got["f32"], got["f64"]) == (-1, -1, -(2**31), -(2**63))
     assert first["at"] == datetime.datetime(1970, 1, 2, 0, 0, 0, 1, tzinfo=datetime.timezone.utc)
     strict = ProtobufDecoder(
         decoder.arrow_type,
@@ -302,3 +307,26 @@ def test_known_values_and_failfast_errors_come_from_the_python_path(setup: Any) 
     )
     with pytest.raises(WireFormatError, match="Row 1 of this batch does not decode"):
         strict.decode(pa.array([_framed(payload), _framed(b"\x0a\x05ab")], pa.binary()))
+
+
+def test_to_protobuf_writes_wrapped_unsigned_values_back(setup: Any) -> None:
+    from kafka_direct.schema_registry.protobuf_codec import ProtobufEncoder
+
+    record_cls, _, decoder = setup
+    encoder = ProtobufEncoder(decoder.registry, ID, "Record")
+    struct = pa.array(
+        [{"u32": -1, "u64": -1, "f32": 5, "m2": [(-(2**31), {"s": "k"})]}],
+        pa.struct(
+            [
+                ("u32", pa.int32()),
+                ("u64", pa.int64()),
+                ("f32", pa.int32()),
+                ("m2", pa.map_(pa.int32(), pa.struct([("s", pa.string())]))),
+            ]
+        ),
+    )
+    blob = encoder.encode(struct).to_pylist()[0]
+    assert blob[:7] == _framed(b"")
+    parsed = record_cls.FromString(blob[7:])
+    assert (parsed.u32, parsed.u64, parsed.f32) == (2**32 - 1, 2**64 - 1, 5)
+    assert parsed.m2[-(2**31)].s == "k"
