@@ -43,6 +43,7 @@ Fetch = Callable[[str, int], RegisteredSchema]
 
 _lock = threading.Lock()
 _versions: dict[tuple[str, str, int], RegisteredSchema] = {}
+_resolved: dict[tuple[str, str, int], str] = {}  # (url, format, schema id) -> self-contained
 
 _AVRO_PRIMITIVES = frozenset(
     ("null", "boolean", "int", "long", "float", "double", "bytes", "string")
@@ -54,6 +55,19 @@ def clear_cache() -> None:
     """Forget every cached subject version (for tests)."""
     with _lock:
         _versions.clear()
+        _resolved.clear()
+
+
+def _once(client: RegistryClient, kind: str, registered: RegisteredSchema, build: Any) -> str:
+    """``build()``'s text for this schema id, made once per worker (ids never change)."""
+    key = (client.options.url, kind, registered.schema_id)
+    with _lock:
+        found = _resolved.get(key)
+    if found is None:
+        found = build()
+        with _lock:
+            _resolved[key] = found
+    return found
 
 
 def cached_fetch(client: RegistryClient) -> Fetch:
@@ -195,15 +209,19 @@ def avro_schema(client: RegistryClient, registered: RegisteredSchema) -> str:
     (the text unchanged when it has none)."""
     if not registered.references:
         return registered.schema
-    resolved = resolve(registered.references, cached_fetch(client))
-    try:
-        referenced = [json.loads(found.schema) for _, found in resolved]
-        inlined = inline_avro(json.loads(registered.schema), referenced)
-    except ValueError as exc:
-        raise WireFormatError(
-            f"An Avro schema referenced by schema id {registered.schema_id} is not JSON: {exc}"
-        ) from None
-    return json.dumps(inlined, separators=(",", ":"))
+
+    def build() -> str:
+        resolved = resolve(registered.references, cached_fetch(client))
+        try:
+            referenced = [json.loads(found.schema) for _, found in resolved]
+            inlined = inline_avro(json.loads(registered.schema), referenced)
+        except ValueError as exc:
+            raise WireFormatError(
+                f"An Avro schema referenced by schema id {registered.schema_id} is not JSON: {exc}"
+            ) from None
+        return json.dumps(inlined, separators=(",", ":"))
+
+    return _once(client, "AVRO", registered, build)
 
 
 _JSON_KEY = "kafka_direct_reference_"
@@ -245,12 +263,16 @@ def json_schema(client: RegistryClient, registered: RegisteredSchema) -> str:
     its ``$defs`` (the text unchanged when it has none)."""
     if not registered.references:
         return registered.schema
-    resolved = resolve(registered.references, cached_fetch(client))
-    try:
-        documents = [(reference.name, json.loads(found.schema)) for reference, found in resolved]
-        inlined = inline_json_schema(json.loads(registered.schema), documents)
-    except ValueError as exc:
-        raise WireFormatError(
-            f"A JSON Schema referenced by schema id {registered.schema_id} is not JSON: {exc}"
-        ) from None
-    return json.dumps(inlined, separators=(",", ":"))
+
+    def build() -> str:
+        resolved = resolve(registered.references, cached_fetch(client))
+        try:
+            documents = [(ref.name, json.loads(found.schema)) for ref, found in resolved]
+            inlined = inline_json_schema(json.loads(registered.schema), documents)
+        except ValueError as exc:
+            raise WireFormatError(
+                f"A JSON Schema referenced by schema id {registered.schema_id} is not JSON: {exc}"
+            ) from None
+        return json.dumps(inlined, separators=(",", ":"))
+
+    return _once(client, "JSON", registered, build)

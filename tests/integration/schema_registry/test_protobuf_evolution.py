@@ -77,3 +77,15 @@ def test_v1_and_v2_records_in_one_topic_read_with_either_version(
         {"id": 3, "unit": None, "value": 3.5, "place": "p3"},
         {"id": 4, "unit": None, "value": 4.5, "place": "p4"},
     ]
+
+
+def _status(_: Any) -> str:
+    from kafka_direct.schema_registry import protobuf_native
+
+    return protobuf_native.status()
+
+
+def test_spark_python_workers_decode_protobuf_in_c(spark: Any) -> None:
+    """The Protobuf tests run the C decoder in Spark's Python workers, not only here."""
+    statuses = spark.sparkContext.parallelize([0, 1], 2).map(_status).collect()
+    assert statuses == ["C decoder (kafka_direct.schema_registry._protobuf_arrow)"] * 2
