@@ -129,7 +129,9 @@ class _Compiler:
         found = self.enum_index.get(descriptor.full_name)
         if found is not None:
             return found
-        body = [len(descriptor.values), descriptor.values[0].number]
+        # A map entry without its value holds number 0, which proto2 enums may lack: then the
+        # C pass leaves the record to the Python path.
+        body = [len(descriptor.values), 0]
         for value in descriptor.values:
             name = value.name.encode()
             body += [value.number, len(self.names), len(name)]

@@ -8,8 +8,9 @@
  * order, scanning the bytes again for each repeated field present (its elements in order,
  * packed or not). What the Python path does differently or better is left to it
  * (PB_FALLBACK): a singular message field that occurs twice (Protobuf merges the two), a map
- * with a repeated key, an enum number without a name, a string that is not UTF-8, a wire type that does not match the field, groups, and
- * anything malformed. */
+ * with a repeated key or an entry with unknown fields (Protobuf keeps such an entry out of the
+ * map), an enum number without a name, a string that is not UTF-8, a wire type that does not
+ * match the field, a field number out of range, groups, and anything malformed. */
 #include "_protobuf_decode.h"
 
 #include <string.h>
@@ -27,6 +28,16 @@ static int varint(const uint8_t **p, const uint8_t *end, uint64_t *out) {
     }
   }
   return FB;
+}
+
+/* A tag: its field number must be 1 to 2^29 - 1, as Protobuf's parsers require. */
+static int read_tag(const uint8_t **p, const uint8_t *end, uint64_t *number, int *wire) {
+  uint64_t tag;
+  if (varint(p, end, &tag) || tag > UINT32_MAX || (tag >> 3) == 0 || (tag >> 3) > 0x1FFFFFFF)
+    return FB;
+  *number = tag >> 3;
+  *wire = (int)(tag & 7);
+  return 0;
 }
 
 static int skip(const uint8_t **p, const uint8_t *end, int wire) {
@@ -193,17 +204,16 @@ static int append_enum(pb_decoder *d, int e, int b, int32_t number) {
 static int timestamp(const uint8_t *p, const uint8_t *end, int64_t *micros) {
   int64_t seconds = 0, nanos = 0;
   while (p < end) {
-    uint64_t tag, raw;
-    if (varint(&p, end, &tag)) return FB;
-    uint64_t number = tag >> 3;
-    int wire = (int)(tag & 7);
+    uint64_t number, raw;
+    int wire;
+    if (read_tag(&p, end, &number, &wire)) return FB;
     if (number == 1 || number == 2) {
       if (wire != 0 || varint(&p, end, &raw)) return FB;
       if (number == 1)
         seconds = (int64_t)raw;
       else
         nanos = (int32_t)(uint32_t)raw;
-    } else if (number == 0 || skip(&p, end, wire)) {
+    } else if (skip(&p, end, wire)) {
       return FB;
     }
   }
@@ -340,12 +350,12 @@ static int decode_repeated(pb_decoder *d, const int32_t *f, const uint8_t *p, co
   int child = list->children[0], type = f[1], aux = f[4];
   int64_t first = d->builders->b[child].length;
   while (p < end) {
-    uint64_t tag;
-    if (varint(&p, end, &tag)) return FB;
-    int wire = (int)(tag & 7);
+    uint64_t number;
+    int wire;
+    if (read_tag(&p, end, &number, &wire)) return FB;
     const uint8_t *value = p;
     if (skip(&p, end, wire)) return FB;
-    if ((tag >> 3) != (uint64_t)f[0]) continue;
+    if (number != (uint64_t)f[0]) continue;
     int err;
     if (wire == 2 && wire_of(type) != 2) { /* packed */
       uint64_t n;
@@ -368,15 +378,19 @@ static int decode_message(pb_decoder *d, int m, const uint8_t *p, const uint8_t 
   const int32_t *fields = h + PB_MESSAGE_HEADER;
   for (int i = 0; i < nf + no; i++) slots[i] = (pb_slot){NULL, i < nf ? 0 : -1};
   for (const uint8_t *q = p; q < end;) {
-    uint64_t tag;
-    if (varint(&q, end, &tag)) return FB;
-    uint64_t number = tag >> 3;
-    int wire = (int)(tag & 7);
+    uint64_t number;
+    int wire;
+    if (read_tag(&q, end, &number, &wire)) return FB;
     const uint8_t *value = q;
-    if (number == 0 || skip(&q, end, wire)) return FB;
+    if (skip(&q, end, wire)) return FB;
     int i = 0;
     while (i < nf && (uint64_t)fields[i * PB_FIELD] != number) i++;
-    if (i == nf) continue; /* unknown: skipped */
+    if (i == nf) {
+      /* Unknown: skipped; but Protobuf keeps a map entry with unknown fields out of the map
+       * (among the message's unknown fields). */
+      if (entry) return FB;
+      continue;
+    }
     const int32_t *f = fields + i * PB_FIELD;
     int expected = wire_of(f[1]);
     if (wire != expected && !(f[2] == PL_REPEATED && expected != 2 && wire == 2)) return FB;
