@@ -21,6 +21,14 @@ last lines of its log.
 ``SchemaRegistry(tls=True, users={"alice": "secret"})`` serves HTTPS only (with a CA made for
 it, ``ca_location``) and requires HTTP basic auth on every path, enforced by Apicurio's own
 Quarkus (its embedded user realm and an "authenticated" HTTP permission), not by anything here.
+
+``SchemaRegistry(bearer=True)`` requires a bearer token on every request: Apicurio's Quarkus OIDC
+verifies each token locally (RS256 signature, expiry, issuer, audience) against the public key
+of a :class:`~kafka_direct.testing.tokens.TokenIssuer` made for it; ``mint_token()`` signs one.
+
+``SchemaRegistry(client_auth=True)`` (TLS implied) requires a client certificate signed by the
+registry's CA; ``client_certificate()`` issues one. Apicurio's build fixes Quarkus' client-auth
+setting, so a ``socat`` front terminates TLS (see :mod:`kafka_direct.testing.tls_front`).
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ import atexit
 import base64
 import contextlib
 import hashlib
+import itertools
 import logging
 import os
 import re
@@ -45,8 +54,14 @@ import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from kafka_direct.schema_registry.errors import SchemaRegistryError
+
+if TYPE_CHECKING:
+    from kafka_direct.testing.certificates import CertificateAuthority
+    from kafka_direct.testing.tls_front import MutualTlsFront
+    from kafka_direct.testing.tokens import TokenIssuer
 
 __all__ = ["APICURIO_VERSION", "SchemaRegistry", "fetch_apicurio", "find_java"]
 
@@ -172,14 +187,27 @@ class SchemaRegistry:
         heap: str = "384m",
         tls: bool = False,
         users: Mapping[str, str] | None = None,
+        bearer: bool = False,
+        client_auth: bool = False,
     ) -> None:
         self.host = host
         self.port = port
         self.version = version
         self.startup_timeout_s = startup_timeout_s
         self.heap = heap
-        self.tls = tls
+        self.tls = tls or client_auth
         self._users = dict(users or {})
+        if bearer and self._users:
+            raise SchemaRegistryError(
+                "SchemaRegistry takes users (basic auth) or bearer=True (tokens), not both."
+            )
+        self.bearer = bearer
+        self.client_auth = client_auth
+        self._issuer: TokenIssuer | None = None
+        self._ca: CertificateAuthority | None = None
+        self._front: MutualTlsFront | None = None
+        self._backend_port: int | None = None
+        self._certificates = itertools.count()
         self.startup_s: float | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._dir: Path | None = None
@@ -195,16 +223,33 @@ class SchemaRegistry:
         return f"{scheme}://{self.host}:{self.port}/apis/ccompat/v7"
 
     def _secure_config(self, folder: Path) -> None:
-        """TLS and basic auth, in Quarkus' ``config/application.properties`` of the working
-        directory (so that no password is on the JVM's command line): a certificate for the
-        host signed by a CA made here (``ca_location``), HTTP off; users in Quarkus' embedded
-        realm, every path for authenticated users only."""
+        """TLS and authentication, in Quarkus' ``config/application.properties`` of the working
+        directory (so that no secret is on the JVM's command line): a certificate for the host
+        signed by a CA made here (``ca_location``), HTTP off; users in Quarkus' embedded realm,
+        every path for authenticated users only; or OIDC bearer tokens verified with a public
+        key, with no OIDC server (``quarkus.oidc.public-key``)."""
         lines: list[str] = []
         if self.tls:
-            from kafka_direct.testing.certificates import write_ca_and_server_certificate
+            from kafka_direct.testing.certificates import write_ca, write_server_certificate
 
-            ca, cert, key = write_ca_and_server_certificate(folder, self.host)
-            self.ca_location = str(ca)
+            self._ca = write_ca(folder)
+            cert, key = write_server_certificate(folder, self._ca, self.host)
+            self.ca_location = str(self._ca.certificate)
+        if self.client_auth:
+            from kafka_direct.testing.tls_front import MutualTlsFront
+
+            assert self._ca is not None and self.port is not None
+            self._backend_port = _free_port(self.host)
+            self._front = MutualTlsFront(
+                self.host,
+                self.port,
+                self._backend_port,
+                certificate=cert,
+                key=key,
+                client_ca=self._ca.certificate,
+                log_path=folder / "tls-front.log",
+            )
+        elif self.tls:
             lines += [
                 f"quarkus.http.ssl-port={self.port}",
                 "quarkus.http.insecure-requests=disabled",
@@ -223,6 +268,19 @@ class SchemaRegistry:
             ]
             for user, password in self._users.items():
                 lines.append(f"quarkus.security.users.embedded.users.{user}={password}")
+        if self.bearer:
+            from kafka_direct.testing.tokens import TEST_AUDIENCE, TEST_ISSUER, TokenIssuer
+
+            self._issuer = TokenIssuer()
+            lines += [
+                # Apicurio's OIDC mechanism is built in but off; with a public key and no
+                # auth-server-url, Quarkus verifies tokens locally and contacts no server.
+                "quarkus.oidc.tenant-enabled=true",
+                "quarkus.oidc.application-type=service",
+                f"quarkus.oidc.public-key={self._issuer.public_key_base64}",
+                f"quarkus.oidc.token.issuer={TEST_ISSUER}",
+                f"quarkus.oidc.token.audience={TEST_AUDIENCE}",
+            ]
         if lines:
             (folder / "config").mkdir()
             (folder / "config" / "application.properties").write_text("\n".join(lines) + "\n")
@@ -247,8 +305,9 @@ class SchemaRegistry:
             "-XX:TieredStopAtLevel=1",
             "-XX:+UseSerialGC",
             f"-Dquarkus.http.host={self.host}",
-            # With TLS, the port is the HTTPS one (in the config file) and plain HTTP is off.
-            f"-Dquarkus.http.port={0 if self.tls else self.port}",
+            # With TLS, the port is the HTTPS one (in the config file) and plain HTTP is off;
+            # behind the mutual-TLS front, plain HTTP on a port of its own.
+            f"-Dquarkus.http.port={self._http_port()}",
             # The management interface (health, metrics) is built in and would bind
             # 0.0.0.0:9000, which two registries (or anything else) cannot share.
             f"-Dquarkus.management.host={self.host}",
@@ -281,6 +340,8 @@ class SchemaRegistry:
                     f"starting. Its log ends with:\n{tail}"
                 )
             if self._answers():
+                if self._front is not None:
+                    self._front.start()
                 self.startup_s = time.monotonic() - began
                 logger.info("Schema Registry ready at %s in %.1fs", self.url, self.startup_s)
                 return self
@@ -292,13 +353,28 @@ class SchemaRegistry:
             f"{self.startup_timeout_s:.0f}s. Its log ends with:\n{tail}"
         )
 
+    def _http_port(self) -> int:
+        if self._backend_port is not None:
+            return self._backend_port
+        return 0 if self.tls else int(self.port or 0)
+
     def _answers(self) -> bool:
-        request = urllib.request.Request(f"{self.url}/subjects")
+        """Whether Apicurio serves its API (behind a mutual-TLS front: on its own port)."""
+        url = self.url
+        if self._backend_port is not None:
+            url = f"http://{self.host}:{self._backend_port}/apis/ccompat/v7"
+        request = urllib.request.Request(f"{url}/subjects")
         if self._users:
             user, password = next(iter(self._users.items()))
             token = base64.b64encode(f"{user}:{password}".encode()).decode()
             request.add_header("Authorization", f"Basic {token}")
-        context = ssl.create_default_context(cafile=self.ca_location) if self.tls else None
+        if self._issuer is not None:
+            request.add_header("Authorization", f"Bearer {self._issuer.mint(lifetime_s=60)}")
+        context = (
+            ssl.create_default_context(cafile=self.ca_location)
+            if url.startswith("https:")
+            else None
+        )
         try:
             with urllib.request.urlopen(request, timeout=2, context=context) as response:
                 return int(response.status) == 200
@@ -325,7 +401,36 @@ class SchemaRegistry:
         found = re.search(r"VmRSS:\s+(\d+) kB", status)
         return int(found.group(1)) * 1024 if found else None
 
+    def mint_token(self, subject: str = "kafka-direct-test", *, lifetime_s: float = 600.0) -> str:
+        """A bearer token this registry accepts (``bearer=True``): RS256-signed, with the issuer
+        and audience it checks, expiring after ``lifetime_s`` seconds (negative: expired)."""
+        if self._issuer is None:
+            raise SchemaRegistryError(
+                "mint_token() needs a registry started with SchemaRegistry(bearer=True)."
+            )
+        return self._issuer.mint(subject, lifetime_s=lifetime_s)
+
+    def client_certificate(
+        self, common_name: str = "kafka-direct-client", *, password: str | None = None
+    ) -> tuple[str, str]:
+        """A client certificate signed by this registry's CA and its key (encrypted with
+        ``password`` if given), as PEM file paths in the registry's working directory."""
+        if self._ca is None or self._dir is None:
+            raise SchemaRegistryError(
+                "client_certificate() needs a started registry with tls=True or client_auth=True."
+            )
+        from kafka_direct.testing.certificates import write_client_certificate
+
+        stem = f"client-{next(self._certificates)}"
+        cert, key = write_client_certificate(
+            self._dir, self._ca, common_name, password=password, stem=stem
+        )
+        return str(cert), str(key)
+
     def stop(self, timeout_s: float = 10.0) -> None:
+        front, self._front = self._front, None
+        if front is not None:
+            front.stop()
         process, self._process = self._process, None
         if process is not None and process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
@@ -353,7 +458,10 @@ class SchemaRegistry:
 
     def __repr__(self) -> str:
         state = "running" if self._process is not None else "stopped"
-        secured = (", tls" if self.tls else "") + (
-            f", users={sorted(self._users)}" if self._users else ""
+        secured = (
+            (", tls" if self.tls else "")
+            + (", client_auth" if self.client_auth else "")
+            + (", bearer" if self.bearer else "")
+            + (f", users={sorted(self._users)}" if self._users else "")
         )
         return f"SchemaRegistry(apicurio={self.version}, port={self.port}{secured}, {state})"
