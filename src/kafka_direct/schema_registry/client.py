@@ -167,7 +167,11 @@ class RegistryClient:
         except urllib.error.HTTPError as exc:
             raise self._http_error(exc, method, path, what) from None
         except (OSError, ValueError) as exc:
-            hint = tls_hint(str(exc), self.options.certificate_location is not None)
+            hint = (
+                tls_hint(str(exc), self.options.certificate_location is not None)
+                if self.options.url.startswith("https:")
+                else None
+            )
             raise SchemaRegistryError(
                 f"Could not reach the Schema Registry at {self.options.url} ({method} {path}"
                 f"{', ' + what if what else ''}): {exc}. "
@@ -284,20 +288,31 @@ _REFUSED_CERTIFICATE_ALERTS = (
 )
 
 
+# A TLS 1.3 server refuses a client certificate after the client has sent its request, so the
+# client may see the connection closed instead of the server's alert.
+_CLOSED = ("EOF occurred in violation of protocol", "UNEXPECTED_EOF", "Connection reset by peer")
+
+
 def tls_hint(error: str, has_certificate: bool) -> str | None:
-    """What to set when the registry refused the TLS handshake over our client certificate
-    (``error`` is the transport error's text), or None for any other failure."""
+    """What to set when an https registry refused the TLS handshake over our client
+    certificate (``error`` is the transport error's text), or None for any other failure."""
     alerts = _REFUSED_CERTIFICATE_ALERTS if has_certificate else _NO_CERTIFICATE_ALERTS
-    if not any(f"ALERT_{alert}" in error for alert in alerts):
+    if any(f"ALERT_{alert}" in error for alert in alerts):
+        certain = True
+    elif any(closed in error for closed in _CLOSED):
+        certain = False
+    else:
         return None
     if not has_certificate:
         return (
-            "The registry requires a TLS client certificate (mutual TLS): set "
+            f"The registry {'requires' if certain else 'closed the TLS connection; it may require'}"
+            " a TLS client certificate (mutual TLS): set "
             f"'{_CERT}' and '{_KEY}' (and '{_KEY_PASSWORD}' for an encrypted key)."
         )
     return (
-        f"The registry refused the client certificate in '{_CERT}': it must be signed by a "
-        "CA the registry trusts for clients, and be valid now."
+        f"The registry {'refused' if certain else 'closed the TLS connection; it may refuse'} "
+        f"the client certificate in '{_CERT}': it must be signed by a CA the registry trusts "
+        "for clients, and be valid now."
     )
 
 

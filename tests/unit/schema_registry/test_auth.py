@@ -112,6 +112,8 @@ def test_auth_hint_names_the_option_never_the_secret(
         ("[SSL: SSLV3_ALERT_HANDSHAKE_FAILURE] sslv3 alert", False, "requires a TLS client"),
         ("[SSL: TLSV1_ALERT_UNKNOWN_CA] tlsv1 alert unknown ca", True, "refused the client"),
         ("[SSL: SSLV3_ALERT_BAD_CERTIFICATE] sslv3 alert", True, "refused the client"),
+        ("EOF occurred in violation of protocol (_ssl.c:2427)", False, "may require a TLS client"),
+        ("[Errno 104] Connection reset by peer", True, "may refuse the client"),
         ("[SSL: TLSV1_ALERT_UNKNOWN_CA] tlsv1 alert unknown ca", False, None),
         ("[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed", False, None),
         ("[Errno 111] Connection refused", True, None),
