@@ -36,7 +36,6 @@ from __future__ import annotations
 import atexit
 import base64
 import contextlib
-import hashlib
 import itertools
 import logging
 import os
@@ -46,7 +45,6 @@ import signal
 import socket
 import ssl
 import subprocess
-import tarfile
 import tempfile
 import time
 import urllib.error
@@ -57,6 +55,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from kafka_direct.schema_registry.errors import SchemaRegistryError
+from kafka_direct.testing.apicurio_dist import APICURIO_VERSION, fetch_apicurio, find_java
 
 if TYPE_CHECKING:
     from kafka_direct.testing.certificates import CertificateAuthority
@@ -67,103 +66,8 @@ __all__ = ["APICURIO_VERSION", "SchemaRegistry", "fetch_apicurio", "find_java"]
 
 logger = logging.getLogger(__name__)
 
-#: The Apicurio Registry release the tests run against.
-APICURIO_VERSION = "3.3.3"
-_MAVEN = "https://repo1.maven.org/maven2/io/apicurio/apicurio-registry-app"
-_MIN_JAVA = 21
 _POLL_INTERVAL_S = 0.25
 _LOG_TAIL_LINES = 20
-
-
-def _cache_root() -> Path:
-    base = os.environ.get("KAFKA_DIRECT_CACHE") or str(Path.home() / ".cache" / "kafka_direct")
-    return Path(base) / "apicurio"
-
-
-def _download(url: str, target: Path, timeout_s: float) -> None:
-    with urllib.request.urlopen(url, timeout=timeout_s) as response, open(target, "wb") as out:
-        shutil.copyfileobj(response, out, length=1 << 20)
-
-
-def fetch_apicurio(version: str = APICURIO_VERSION, *, timeout_s: float = 600.0) -> Path:
-    """The unpacked distribution's directory (holding ``quarkus-run.jar``), downloaded if absent."""
-    home = _cache_root() / version
-    if (home / "quarkus-run.jar").is_file():
-        return home
-    home.parent.mkdir(parents=True, exist_ok=True)
-    name = f"apicurio-registry-app-{version}-all.tar.gz"
-    url = f"{_MAVEN}/{version}/{name}"
-    try:
-        with urllib.request.urlopen(url + ".sha1", timeout=60) as response:
-            expected = response.read().decode().split()[0].strip()
-        with tempfile.TemporaryDirectory(dir=home.parent) as scratch:
-            archive = Path(scratch) / name
-            logger.info("downloading %s", url)
-            _download(url, archive, timeout_s)
-            sha1 = hashlib.sha1(archive.read_bytes()).hexdigest()
-            if sha1 != expected:
-                raise SchemaRegistryError(
-                    f"The Apicurio Registry download {url} has SHA-1 {sha1}, but Maven Central "
-                    f"publishes {expected}. Delete {home.parent} and try again."
-                )
-            unpacked = Path(scratch) / "unpacked"
-            with tarfile.open(archive) as tar:
-                tar.extractall(unpacked, filter="data")
-            # Another process may have finished first; its copy is as good as ours.
-            with contextlib.suppress(OSError):
-                unpacked.rename(home)
-    except (OSError, urllib.error.URLError) as exc:
-        raise SchemaRegistryError(
-            f"Could not download Apicurio Registry {version} from {url}: {exc}. The test "
-            "registry needs Maven Central once; afterwards it runs from "
-            f"{home}."
-        ) from exc
-    return home
-
-
-def _java_major(java: str) -> int | None:
-    try:
-        result = subprocess.run(
-            [java, "-version"], capture_output=True, text=True, timeout=30, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    found = re.search(r'version "(\d+)', result.stderr)
-    return int(found.group(1)) if found else None
-
-
-def find_java(minimum: int = _MIN_JAVA) -> str:
-    """A ``java`` binary of at least ``minimum``: ``KAFKA_DIRECT_REGISTRY_JAVA``, then
-    ``JAVA_HOME``, then ``PATH``, then the newest under ``/usr/lib/jvm``."""
-    explicit = os.environ.get("KAFKA_DIRECT_REGISTRY_JAVA")
-    if explicit:
-        if (_java_major(explicit) or 0) < minimum:
-            raise SchemaRegistryError(
-                f"KAFKA_DIRECT_REGISTRY_JAVA={explicit!r} is not a Java {minimum} or newer, "
-                f"which Apicurio Registry 3 needs. Point it at a newer java binary."
-            )
-        return explicit
-    candidates: list[str] = []
-    if os.environ.get("JAVA_HOME"):
-        candidates.append(str(Path(os.environ["JAVA_HOME"]) / "bin" / "java"))
-    on_path = shutil.which("java")
-    if on_path:
-        candidates.append(on_path)
-    jvm_dir = Path("/usr/lib/jvm")
-    if jvm_dir.is_dir():
-        candidates.extend(str(p / "bin" / "java") for p in sorted(jvm_dir.iterdir(), reverse=True))
-    seen: list[str] = []
-    for candidate in candidates:
-        if candidate in seen or not Path(candidate).is_file():
-            continue
-        seen.append(candidate)
-        if (_java_major(candidate) or 0) >= minimum:
-            return candidate
-    raise SchemaRegistryError(
-        f"The test Schema Registry (Apicurio Registry 3) needs Java {minimum} or newer; none "
-        f"was found among {seen or 'JAVA_HOME, PATH and /usr/lib/jvm'}. Install one (for "
-        f"example Debian's openjdk-{minimum}-jre-headless) or set KAFKA_DIRECT_REGISTRY_JAVA."
-    )
 
 
 def _free_port(host: str) -> int:
@@ -223,12 +127,13 @@ class SchemaRegistry:
         return f"{scheme}://{self.host}:{self.port}/apis/ccompat/v7"
 
     def _secure_config(self, folder: Path) -> None:
-        """TLS and authentication, in Quarkus' ``config/application.properties`` of the working
-        directory (so that no secret is on the JVM's command line): a certificate for the host
-        signed by a CA made here (``ca_location``), HTTP off; users in Quarkus' embedded realm,
-        every path for authenticated users only; or OIDC bearer tokens verified with a public
-        key, with no OIDC server (``quarkus.oidc.public-key``)."""
-        lines: list[str] = []
+        """TLS and authentication (:mod:`kafka_direct.testing.registry_config`), in Quarkus'
+        ``config/application.properties`` of the working directory: a certificate for the host
+        signed by a CA made here (``ca_location``), served by Quarkus or, with client_auth, by
+        the mutual-TLS front; basic auth users; a key pair whose public key verifies tokens."""
+        from kafka_direct.testing.registry_config import quarkus_security_properties
+
+        cert = key = None
         if self.tls:
             from kafka_direct.testing.certificates import write_ca, write_server_certificate
 
@@ -238,7 +143,7 @@ class SchemaRegistry:
         if self.client_auth:
             from kafka_direct.testing.tls_front import MutualTlsFront
 
-            assert self._ca is not None and self.port is not None
+            assert self._ca is not None and self.port is not None and cert and key
             self._backend_port = _free_port(self.host)
             self._front = MutualTlsFront(
                 self.host,
@@ -249,38 +154,18 @@ class SchemaRegistry:
                 client_ca=self._ca.certificate,
                 log_path=folder / "tls-front.log",
             )
-        elif self.tls:
-            lines += [
-                f"quarkus.http.ssl-port={self.port}",
-                "quarkus.http.insecure-requests=disabled",
-                f"quarkus.http.ssl.certificate.files={cert}",
-                f"quarkus.http.ssl.certificate.key-files={key}",
-            ]
-        if self._users:
-            lines += [
-                # Logged at start as "build time fixed", yet read: without it, nothing
-                # authenticates and every request is refused with 401.
-                "quarkus.http.auth.basic=true",
-                "quarkus.security.users.embedded.enabled=true",
-                "quarkus.security.users.embedded.plain-text=true",
-                "quarkus.http.auth.permission.everything.paths=/*",
-                "quarkus.http.auth.permission.everything.policy=authenticated",
-            ]
-            for user, password in self._users.items():
-                lines.append(f"quarkus.security.users.embedded.users.{user}={password}")
         if self.bearer:
-            from kafka_direct.testing.tokens import TEST_AUDIENCE, TEST_ISSUER, TokenIssuer
+            from kafka_direct.testing.tokens import TokenIssuer
 
             self._issuer = TokenIssuer()
-            lines += [
-                # Apicurio's OIDC mechanism is built in but off; with a public key and no
-                # auth-server-url, Quarkus verifies tokens locally and contacts no server.
-                "quarkus.oidc.tenant-enabled=true",
-                "quarkus.oidc.application-type=service",
-                f"quarkus.oidc.public-key={self._issuer.public_key_base64}",
-                f"quarkus.oidc.token.issuer={TEST_ISSUER}",
-                f"quarkus.oidc.token.audience={TEST_AUDIENCE}",
-            ]
+        quarkus_tls = self.tls and not self.client_auth
+        lines = quarkus_security_properties(
+            https_port=self.port if quarkus_tls else None,
+            certificate=str(cert) if quarkus_tls else None,
+            key=str(key) if quarkus_tls else None,
+            users=self._users,
+            oidc_public_key=self._issuer.public_key_base64 if self._issuer else None,
+        )
         if lines:
             (folder / "config").mkdir()
             (folder / "config" / "application.properties").write_text("\n".join(lines) + "\n")
@@ -341,7 +226,11 @@ class SchemaRegistry:
                 )
             if self._answers():
                 if self._front is not None:
-                    self._front.start()
+                    try:
+                        self._front.start()
+                    except SchemaRegistryError:
+                        self.stop()
+                        raise
                 self.startup_s = time.monotonic() - began
                 logger.info("Schema Registry ready at %s in %.1fs", self.url, self.startup_s)
                 return self

@@ -1,6 +1,7 @@
-"""Unit tests for the authentication pieces: the test registry's JWT minting, the registry
-client's hints after a refusal, and its loading of a client certificate (real PEM files made by
-kafka_direct.testing.certificates; no server)."""
+"""Unit tests for the authentication pieces: the test registry's JWT minting, its Quarkus
+properties and mutual-TLS front address, the registry client's hints after a refusal, and its
+loading of a client certificate (real PEM files made by kafka_direct.testing.certificates; no
+server)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from kafka_direct.errors import ConfigurationError
 from kafka_direct.schema_registry.client import RegistryClient, auth_hint, tls_hint
 from kafka_direct.schema_registry.options import RegistryAuth, parse_registry
 from kafka_direct.testing.certificates import write_ca, write_client_certificate
+from kafka_direct.testing.registry_config import quarkus_security_properties
+from kafka_direct.testing.tls_front import socat_listen_address
 from kafka_direct.testing.tokens import (
     TEST_AUDIENCE,
     TEST_ISSUER,
@@ -187,3 +190,58 @@ def test_a_key_that_is_not_the_certificates_names_the_certificate(
         _client(files, "plain", "kp-31f")._context()
     # The password opens the key: the key is not the certificate's.
     assert refused.value.option == CERT and "kp-31f" not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "expected"),
+    [
+        ({}, []),
+        (
+            {"https_port": 8443, "certificate": "s.pem", "key": "s.key"},
+            [
+                "quarkus.http.ssl-port=8443",
+                "quarkus.http.insecure-requests=disabled",
+                "quarkus.http.ssl.certificate.files=s.pem",
+                "quarkus.http.ssl.certificate.key-files=s.key",
+            ],
+        ),
+        (
+            {"users": {"ann": "pw-1"}},
+            [
+                "quarkus.http.auth.basic=true",
+                "quarkus.security.users.embedded.enabled=true",
+                "quarkus.security.users.embedded.plain-text=true",
+                "quarkus.http.auth.permission.everything.paths=/*",
+                "quarkus.http.auth.permission.everything.policy=authenticated",
+                "quarkus.security.users.embedded.users.ann=pw-1",
+            ],
+        ),
+        (
+            {"oidc_public_key": "MIIB"},
+            [
+                "quarkus.oidc.tenant-enabled=true",
+                "quarkus.oidc.application-type=service",
+                "quarkus.oidc.public-key=MIIB",
+                f"quarkus.oidc.token.issuer={TEST_ISSUER}",
+                f"quarkus.oidc.token.audience={TEST_AUDIENCE}",
+            ],
+        ),
+    ],
+)
+def test_quarkus_security_properties(kwargs: dict[str, Any], expected: list[str]) -> None:
+    assert quarkus_security_properties(**kwargs) == expected
+
+
+def test_tls_and_bearer_together() -> None:
+    lines = quarkus_security_properties(
+        https_port=1, certificate="c", key="k", oidc_public_key="MIIB"
+    )
+    assert lines[0] == "quarkus.http.ssl-port=1" and "quarkus.oidc.public-key=MIIB" in lines
+    assert not any("embedded" in line for line in lines)
+
+
+def test_socat_refuses_clients_without_a_certificate_from_the_ca() -> None:
+    address = socat_listen_address("127.0.0.1", 9, Path("s.pem"), Path("s.key"), Path("ca.pem"))
+    assert address == (
+        "OPENSSL-LISTEN:9,bind=127.0.0.1,reuseaddr,fork,cert=s.pem,key=s.key,cafile=ca.pem,verify=1"
+    )
