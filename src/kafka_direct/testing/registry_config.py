@@ -54,5 +54,10 @@ def quarkus_security_properties(
             f"quarkus.oidc.public-key={oidc_public_key}",
             f"quarkus.oidc.token.issuer={TEST_ISSUER}",
             f"quarkus.oidc.token.audience={TEST_AUDIENCE}",
+            # A token whose signature fails is logged whole: by Quarkus at WARN (Apicurio even
+            # sets DEBUG) and in the stack trace Apicurio's interceptor logs at ERROR.
+            'quarkus.log.category."io.quarkus.oidc".level=ERROR',
+            'quarkus.log.category."io.quarkus.oidc.runtime.OidcProvider".level=ERROR',
+            'quarkus.log.category."io.apicurio.registry.auth.AuthorizedInterceptor".level=OFF',
         ]
     return lines

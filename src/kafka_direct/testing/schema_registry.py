@@ -270,14 +270,17 @@ class SchemaRegistry:
         except (OSError, urllib.error.URLError):
             return False
 
-    def _log_tail(self) -> str:
+    def log_text(self) -> str:
+        """Everything the registry's JVM has logged so far ("" once stopped)."""
         if self._dir is None:
             return ""
         try:
-            lines = (self._dir / "registry.log").read_text(errors="replace").splitlines()
+            return (self._dir / "registry.log").read_text(errors="replace")
         except OSError:
             return ""
-        return "\n".join(lines[-_LOG_TAIL_LINES:])
+
+    def _log_tail(self) -> str:
+        return "\n".join(self.log_text().splitlines()[-_LOG_TAIL_LINES:])
 
     def rss_bytes(self) -> int | None:
         """The JVM's resident memory, from /proc (Linux only)."""

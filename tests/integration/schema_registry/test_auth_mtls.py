@@ -9,6 +9,7 @@ a certificate from another CA fail with messages naming the option, never the pa
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -125,12 +126,14 @@ def test_without_a_client_certificate_the_error_names_the_options(
 
 
 def test_a_wrong_key_password_is_named_and_never_shown(
-    registry: SchemaRegistry, certificate: tuple[str, str]
+    registry: SchemaRegistry, certificate: tuple[str, str], caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.DEBUG)
     with pytest.raises(ConfigurationError, match="does not decrypt") as refused:
         _plan(registry, _options(registry, certificate, password="wrong-2c9d"))
     assert refused.value.option == PREFIX + "key.password"
-    assert "wrong-2c9d" not in str(refused.value) and KEY_PASSWORD not in str(refused.value)
+    shown = str(refused.value) + caplog.text
+    assert "wrong-2c9d" not in shown and KEY_PASSWORD not in shown
 
 
 def test_a_certificate_from_another_ca_is_refused(registry: SchemaRegistry, tmp_path: Path) -> None:
