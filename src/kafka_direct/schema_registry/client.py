@@ -195,7 +195,8 @@ class RegistryClient:
         if exc.code in (401, 403):
             return SchemaRegistryError(
                 f"The Schema Registry refused {where} with HTTP {exc.code}"
-                f"{': ' + message if message else ''}. {auth_hint(self.options.auth)}"
+                f"{': ' + str(message).rstrip('.') if message else ''}. "
+                f"{auth_hint(self.options.auth)}"
             )
         if exc.code == 404 or code in (40401, 40402, 40403):
             return SchemaNotFoundError(

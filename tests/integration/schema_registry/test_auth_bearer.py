@@ -135,7 +135,7 @@ def test_refused_tokens_are_explained_and_never_shown(
         )
     message = str(refused.value)
     if token is None:
-        assert "No credentials were sent" in message
+        assert "HTTP 401: User is not authenticated. No credentials were sent" in message
         assert BEARER in message and "basic.auth.user.info" in message
     else:
         assert f"The bearer token in '{BEARER}' was refused" in message
