@@ -40,6 +40,7 @@ PURE = [
     "kafka_direct.config.receiver",
     "kafka_direct.config.sink",
     "kafka_direct.config.source",
+    "kafka_direct.config.value_format",
     "kafka_direct.dstream.receiver.control",
     "kafka_direct.dstream.receiver.policy",
     "kafka_direct.dstream.receiver.progress",
@@ -66,6 +67,7 @@ PURE = [
     "kafka_direct.planning.resolve",
     "kafka_direct.planning.splits",
     "kafka_direct.producer.columns",
+    "kafka_direct.producer.markers",
     "kafka_direct.producer.partitioning",
     "kafka_direct.redaction",
     "kafka_direct.schema_registry.avro_defaults",
@@ -76,6 +78,7 @@ PURE = [
     "kafka_direct.schema_registry.json_types",
     "kafka_direct.schema_registry.options",
     "kafka_direct.schema_registry.wire",
+    "kafka_direct.testing.registry_config",
 ]
 
 

@@ -3,12 +3,8 @@ no registry, no Spark. Each refusal names the option, the value and what to do."
 
 from __future__ import annotations
 
-import ast
-from pathlib import Path
-
 import pytest
 
-from kafka_direct.config import value_format as module
 from kafka_direct.config.source import parse_source_options
 from kafka_direct.config.value_format import ValueFormat
 from kafka_direct.errors import ConfigurationError
@@ -21,17 +17,6 @@ SCHEMA = '{"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"
 
 def parse(**options: str) -> ValueFormat:
     return parse_source_options({**BASE, **options}, streaming=None).value_format
-
-
-def test_module_is_pure() -> None:
-    tree = ast.parse(Path(str(module.__file__)).read_text())
-    imported = {
-        (node.module or "") if isinstance(node, ast.ImportFrom) else alias.name
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Import | ast.ImportFrom)
-        for alias in node.names
-    }
-    assert not {m for m in imported if m.split(".")[0] in {"pyspark", "confluent_kafka"}}
 
 
 @pytest.mark.parametrize(
