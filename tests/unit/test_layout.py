@@ -78,7 +78,6 @@ PURE = [
     "kafka_direct.schema_registry.json_types",
     "kafka_direct.schema_registry.options",
     "kafka_direct.schema_registry.wire",
-    "kafka_direct.testing.registry_config",
 ]
 
 
