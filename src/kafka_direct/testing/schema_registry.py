@@ -35,13 +35,10 @@ from __future__ import annotations
 
 import atexit
 import base64
-import contextlib
 import itertools
 import logging
-import os
 import re
 import shutil
-import signal
 import socket
 import ssl
 import subprocess
@@ -56,6 +53,7 @@ from typing import TYPE_CHECKING
 
 from kafka_direct.schema_registry.errors import SchemaRegistryError
 from kafka_direct.testing.apicurio_dist import APICURIO_VERSION, fetch_apicurio, find_java
+from kafka_direct.testing.tls_front import stop_group
 
 if TYPE_CHECKING:
     from kafka_direct.testing.certificates import CertificateAuthority
@@ -324,15 +322,8 @@ class SchemaRegistry:
         if front is not None:
             front.stop()
         process, self._process = self._process, None
-        if process is not None and process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
-                process.wait(timeout_s)
+        if process is not None:
+            stop_group(process, timeout_s)
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from kafka_direct.schema_registry.errors import SchemaRegistryError
 
-__all__ = ["MutualTlsFront", "socat_listen_address"]
+__all__ = ["MutualTlsFront", "socat_listen_address", "stop_group"]
 
 _POLL_INTERVAL_S = 0.1
 
@@ -97,13 +97,19 @@ class MutualTlsFront:
     def stop(self, timeout_s: float = 5.0) -> None:
         """Stops socat and the children it forked for open connections (its process group)."""
         process, self._process = self._process, None
-        if process is None:
-            return
+        if process is not None:
+            stop_group(process, timeout_s)
+
+
+def stop_group(process: subprocess.Popen[bytes], timeout_s: float) -> None:
+    """SIGTERM to the process group a child leads, SIGKILL if it outlives ``timeout_s``."""
+    if process.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout_s)
+    except subprocess.TimeoutExpired:
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout_s)
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout_s)
