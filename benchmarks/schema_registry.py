@@ -139,9 +139,10 @@ def main(argv: list[str] | None = None) -> int:
     from pyspark.sql.avro.functions import from_avro as spark_from_avro
     from pyspark.sql.types import BinaryType
 
-    from kafka_direct.functions import _arrow_udf, _spark_type, from_avro
+    from kafka_direct.functions import _arrow_udf, from_avro
     from kafka_direct.schema_registry import avro_native
     from kafka_direct.schema_registry.avro_codec import AvroDecoder
+    from kafka_direct.schema_registry.avro_read import spark_type_of
     from kafka_direct.schema_registry.client import RegistryClient
     from kafka_direct.schema_registry.options import parse_registry
     from kafka_direct.schema_registry.wire import header
@@ -176,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         schema_id = client.register("bench-value", schema_text)
         framed = [header(schema_id) + b for b in bare]
         # kafka_direct's decoder alone, in this process, on Arrow batches of Spark's default size
-        _, arrow_type = _spark_type(schema_text, "jsonFormatSchema")
+        _, arrow_type = spark_type_of(schema_text, "jsonFormatSchema")
         decoder = AvroDecoder(
             schema_text, arrow_type, registry=parse_registry(registry.url, {}), reader_id=schema_id
         )

@@ -80,3 +80,6 @@ case "${KAFKA_DIRECT_MYSQL_HOST:-127.0.0.1}" in
     127.0.0.1|localhost|::1) setup_mariadb ;;
     *) say "MySQL at $KAFKA_DIRECT_MYSQL_HOST: not managed here" ;;
 esac
+# socat: the mutual-TLS front of the test Schema Registry (SchemaRegistry(client_auth=True);
+# Apicurio's build cannot require client certificates itself).
+if ! command -v socat > /dev/null; then apt_install socat; fi

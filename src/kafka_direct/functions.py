@@ -26,7 +26,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from kafka_direct.errors import ConfigurationError
-from kafka_direct.schema_registry.avro_types import parse_schema, record_full_name, to_spark_type
+from kafka_direct.schema_registry.avro_read import plan_avro_read, require_fastavro, spark_type_of
+from kafka_direct.schema_registry.avro_types import parse_schema, record_full_name
 from kafka_direct.schema_registry.client import RegistryClient
 from kafka_direct.schema_registry.errors import SchemaNotFoundError
 from kafka_direct.schema_registry.json_schema import from_json_schema, to_json_schema
@@ -52,32 +53,10 @@ __all__ = [
 ]
 
 
-def _require_fastavro(function: str) -> None:
-    try:
-        import fastavro  # noqa: F401
-    except ImportError:
-        raise ConfigurationError(
-            function,
-            None,
-            "the 'fastavro' package, which decodes and encodes Avro",
-            "Install it with: pip install 'kafka-direct[schema-registry]'.",
-        ) from None
-
-
 def _column(data: Column | str) -> Any:
     from pyspark.sql.functions import col
 
     return col(data) if isinstance(data, str) else data
-
-
-def _spark_type(schema_text: str, option: str) -> tuple[Any, Any]:
-    """The Spark type and its Arrow form for an Avro schema (Spark's ``SchemaConverters``)."""
-    from pyspark.sql.pandas.types import to_arrow_type
-    from pyspark.sql.types import _parse_datatype_json_value
-
-    spark_json, _ = to_spark_type(parse_schema(schema_text, option))
-    spark_type = _parse_datatype_json_value(spark_json)
-    return spark_type, to_arrow_type(spark_type, timezone="UTC")
 
 
 def from_avro(
@@ -99,53 +78,8 @@ def from_avro(
     ``PERMISSIVE`` returns null for it), ``schemaVersion``, and the registry's connection
     options ``confluent.schema.registry.*`` (basic auth, bearer token, TLS, timeout).
     """
-    _require_fastavro("from_avro")
-    opts = dict(options or {})
-    read = parse_read_options(opts)
-    registry = None
-    reader_id = None
-    if schemaRegistryAddress is not None:
-        registry = parse_registry(schemaRegistryAddress, registry_options_of(opts))
-        if jsonFormatSchema is None:
-            if not subject:
-                raise ConfigurationError(
-                    "subject",
-                    subject,
-                    "the subject whose schema is the reader schema",
-                    "Pass subject='<topic>-value', or the reader schema as jsonFormatSchema.",
-                )
-            found = RegistryClient(registry).subject_version(
-                subject, read.schema_version or "latest"
-            )
-            if found.schema_type.upper() != "AVRO":
-                raise ConfigurationError(
-                    "subject", subject, f"a subject of Avro schemas, not {found.schema_type}"
-                )
-            jsonFormatSchema = avro_schema(RegistryClient(registry), found)  # references inlined
-            reader_id = found.schema_id
-    elif jsonFormatSchema is None:
-        raise ConfigurationError(
-            "jsonFormatSchema",
-            None,
-            "the Avro schema of the records, when no schemaRegistryAddress is given",
-            "Pass jsonFormatSchema, or schemaRegistryAddress and subject.",
-        )
-    elif opts:
-        registry_part = registry_options_of(opts)
-        if registry_part:
-            raise ConfigurationError(
-                next(iter(registry_part)),
-                "(set)",
-                "schemaRegistryAddress to be given with the registry's connection options",
-            )
-    spark_type, arrow_type = _spark_type(jsonFormatSchema, "jsonFormatSchema")
-
-    from kafka_direct.schema_registry.avro_codec import AvroDecoder
-
-    decoder = AvroDecoder(
-        jsonFormatSchema, arrow_type, registry=registry, mode=read.mode, reader_id=reader_id
-    )
-    decoded: Column = _arrow_udf(decoder.decode, spark_type, "from_avro")(_column(data))
+    plan = plan_avro_read(jsonFormatSchema, options, subject, schemaRegistryAddress)
+    decoded: Column = _arrow_udf(plan.decoder.decode, plan.spark_type, "from_avro")(_column(data))
     return decoded
 
 
@@ -169,7 +103,7 @@ def to_avro(
     column's Spark type as spark-avro's ``to_avro`` derives it (record ``topLevelRecord``,
     nullable fields as ``[type, "null"]``) and registered under the subject.
     """
-    _require_fastavro("to_avro")
+    require_fastavro("to_avro")
     opts = dict(options or {})
     write = parse_write_options(opts)
     schema_id = None
@@ -226,7 +160,7 @@ def to_avro(
             "the Avro schema to write with, when no schemaRegistryAddress is given",
         )
     else:
-        _spark_type(jsonFormatSchema, "jsonFormatSchema")  # validates it now, on the driver
+        spark_type_of(jsonFormatSchema, "jsonFormatSchema")  # validates it now, on the driver
 
     from pyspark.sql.types import BinaryType
 

@@ -100,8 +100,10 @@ def run(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> dict[
     app = App(work, "app", spec).start()
     try:
         app.wait(
-            lambda: [bool(r["assignment"]) for r in (app.status("two") or {}).get("receivers", [])]
-            == [True, True],
+            lambda: (
+                [bool(r["assignment"]) for r in (app.status("two") or {}).get("receivers", [])]
+                == [True, True]
+            ),
             "both receivers of the two-receiver stream to hold partitions",
             timeout_s=180,
         )

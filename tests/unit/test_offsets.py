@@ -6,15 +6,12 @@ being the next offset to read; a checkpoint written by this source must read lik
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from kafka_direct import offsets as offsets_module
 from kafka_direct.errors import ConfigurationError, KafkaDirectError
 from kafka_direct.offsets import (
     EARLIEST,
@@ -34,17 +31,6 @@ A1 = TopicPartition("a", 1)
 A2 = TopicPartition("a", 2)
 A10 = TopicPartition("a", 10)
 B0 = TopicPartition("b", 0)
-
-
-def test_module_is_pure() -> None:
-    tree = ast.parse(Path(offsets_module.__file__).read_text())
-    imported = {
-        (node.module or "") if isinstance(node, ast.ImportFrom) else alias.name
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Import | ast.ImportFrom)
-        for alias in node.names
-    }
-    assert not {m for m in imported if m.split(".")[0] in {"pyspark", "confluent_kafka"}}
 
 
 def test_special_offsets_are_sparks() -> None:

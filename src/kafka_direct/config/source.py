@@ -32,6 +32,7 @@ from kafka_direct.config.clients import (
 from kafka_direct.config.defaults import OPTION_DEFAULTS, SOURCE_OWNED_KAFKA_KEYS
 from kafka_direct.config.kafka import KafkaConfig, Subscription
 from kafka_direct.config.reader import OptionReader, kafka_params
+from kafka_direct.config.value_format import VALUE_FORMAT_DEFAULTS, ValueFormat, parse_value_format
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.offsets import OffsetRange
 
@@ -147,6 +148,8 @@ class SourceOptions:
     consumer_cache: ConsumerCache
     commits: GroupCommits
     reads: ExecutorReads
+    #: 'valueFormat' and its options: the value column as bytes, or decoded in the source.
+    value_format: ValueFormat
 
     @property
     def bootstrap_servers(self) -> str:
@@ -186,7 +189,7 @@ def parse_source_options(raw: Mapping[str, str], *, streaming: bool | None) -> S
     ``streaming=None`` checks what does not depend on the mode (used when Spark asks for the
     schema, before it says whether the read is a batch or a stream).
     """
-    opts = OptionReader(raw, OPTION_DEFAULTS, "source")
+    opts = OptionReader(raw, {**OPTION_DEFAULTS, **VALUE_FORMAT_DEFAULTS}, "source")
     opts.refuse_near_misses("path")
     kafka = kafka_params(opts.kafka_options(), owned=SOURCE_OWNED_KAFKA_KEYS, owner="source")
     ranges = bounds.offset_ranges(opts, streaming)
@@ -250,6 +253,7 @@ def parse_source_options(raw: Mapping[str, str], *, streaming: bool | None) -> S
             batch_size=_arrow_batch_size(opts),
             fast_path=opts.boolean("fastPath.enabled"),
         ),
+        value_format=parse_value_format(opts, strategy),
     )
 
 

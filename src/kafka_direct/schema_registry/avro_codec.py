@@ -28,14 +28,20 @@ from kafka_direct.schema_registry import avro_native
 from kafka_direct.schema_registry.avro_native import NativeReader, native_reader
 from kafka_direct.schema_registry.avro_program import Program
 from kafka_direct.schema_registry.client import RegistryClient
-from kafka_direct.schema_registry.errors import SchemaNotFoundError, WireFormatError
+from kafka_direct.schema_registry.errors import (
+    SchemaNotFoundError,
+    SchemaRegistryError,
+    WireFormatError,
+)
 from kafka_direct.schema_registry.options import RegistryOptions
 from kafka_direct.schema_registry.references import avro_schema
 from kafka_direct.schema_registry.wire import HEADER_SIZE, preview, split_header
 
-__all__ = ["AvroDecoder", "from_spark_converter", "to_spark_converter"]
+__all__ = ["AvroDecoder", "Where", "batch_row", "from_spark_converter", "to_spark_converter"]
 
 Converter = Callable[[Any], Any]
+#: Names the record in row N of a batch, for messages ("row 3 of this batch ...").
+Where = Callable[[int], str]
 
 _parsed_lock = threading.Lock()
 _parsed_by_id: dict[tuple[str, int], Any] = {}
@@ -200,14 +206,19 @@ def _record_converter(
     return record
 
 
-def _where(row: int, *, capital: bool = False) -> str:
+def batch_row(row: int) -> str:
     """Where a record is, as far as a column function can know: the row in this Arrow batch and
-    the Spark partition (the Kafka topic, partition and offset are other columns)."""
+    the Spark partition (the Kafka topic, partition and offset are other columns). The source's
+    own decode (``valueFormat``) names the topic, partition and offset instead."""
     from pyspark import TaskContext
 
     context = TaskContext.get()
-    where = f"{'R' if capital else 'r'}ow {row} of this batch"
+    where = f"row {row} of this batch"
     return where if context is None else f"{where} in Spark partition {context.partitionId()}"
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
 def _binary_views(values: pa.Array) -> tuple[bytes, list[int]]:
@@ -298,27 +309,34 @@ class AvroDecoder:
             _parsed_by_id[key] = parsed
         return parsed
 
-    def decode(self, values: pa.Array) -> pa.Array:
+    def decode(
+        self, values: pa.Array, where: Where = batch_row, failed: list[int] | None = None
+    ) -> pa.Array:
         """One Arrow batch of records → one Arrow array of the reader's type: in C where the
-        extension is built and covers the schemas (:mod:`.avro_native`), else with fastavro."""
+        extension is built and covers the schemas (:mod:`.avro_native`), else with fastavro.
+
+        ``where(row)`` names a record in messages. ``failed``, in PERMISSIVE mode, gets the
+        rows that did not decode (and are null for that reason), in no particular order."""
         native = self._native_reader()
         if native is None:
-            return self._decode_python(values)
+            return self._decode_python(values, None, where, failed)
         failfast = self.mode == "FAILFAST"
         programs: list[tuple[int, Program | None]] = []
+        # Ids the registry does not have: their records fail (FAILFAST) or are null, in row
+        # order with the batch's other bad records, so a message names the first bad record.
+        missing: dict[int, SchemaRegistryError] = {}
         if self.registry is None:
             program = native.program(None, None)
             if program is None:
-                return self._decode_python(values)
+                return self._decode_python(values, None, where, failed)
             programs.append((-1, program))
         else:
             for schema_id in sorted(avro_native.schema_ids(values)):
                 try:
                     writer = self._writer_json(schema_id)
-                except (SchemaNotFoundError, WireFormatError):
-                    if failfast:
-                        raise
-                    programs.append((schema_id, None))  # its records are null
+                except (SchemaNotFoundError, WireFormatError) as exc:
+                    missing[schema_id] = exc
+                    programs.append((schema_id, None))  # its records are bad records
                     continue
                 program = native.program(schema_id, writer)
                 if program is not None:  # else its records go to fastavro, as fallback rows
@@ -331,25 +349,31 @@ class AvroDecoder:
             stop_at_error=failfast,
         )
         if decoded.errors and failfast:
-            raise self._native_error(values, *decoded.errors[0])
+            row, code, schema_id, left_over = decoded.errors[0]
+            if schema_id in missing and code == avro_native.NO_SCHEMA:
+                cause = missing[schema_id]
+                raise type(cause)(f"{cause} It is the writer schema of {where(row)}.")
+            raise self._native_error(values, where, row, code, schema_id, left_over)
+        if failed is not None:
+            failed.extend(error[0] for error in decoded.errors)
         if not decoded.fallback:
             return decoded.array
         rows = decoded.fallback
-        fallback = self._decode_python(values.take(pa.array(rows, pa.int64())), rows)
+        fallback = self._decode_python(values.take(pa.array(rows, pa.int64())), rows, where, failed)
         return avro_native.merge(decoded.array, rows, fallback)
 
     def _native_error(
-        self, values: pa.Array, row: int, code: int, schema_id: int, left_over: int
+        self, values: pa.Array, where: Where, row: int, code: int, schema_id: int, left_over: int
     ) -> WireFormatError:
         record = values[row].as_py()
         if code == avro_native.NOT_FRAMED:
             try:
-                split_header(record, f" in {_where(row)}")
+                split_header(record, f" in {where(row)}")
             except WireFormatError as exc:
                 return exc
         if code == avro_native.LEFT_OVER:
             return WireFormatError(
-                f"{_where(row, capital=True)} has {left_over} byte(s) left over after its Avro "
+                f"{_capital(where(row))} has {left_over} byte(s) left over after its Avro "
                 "record"
                 + (f" (schema id {schema_id})" if schema_id >= 0 else "")
                 + ": the record and its schema do not match."
@@ -357,11 +381,17 @@ class AvroDecoder:
         which = f"writer schema id {schema_id}" if schema_id >= 0 else "jsonFormatSchema"
         reason = avro_native.REASONS.get(code, f"error {code}")
         return WireFormatError(
-            f"{_where(row, capital=True)} does not decode with {which} ({reason}; first bytes: "
+            f"{_capital(where(row))} does not decode with {which} ({reason}; first bytes: "
             f"{preview(record)}). Use mode 'PERMISSIVE' to get null for such records."
         )
 
-    def _decode_python(self, values: pa.Array, rows: list[int] | None = None) -> pa.Array:
+    def _decode_python(
+        self,
+        values: pa.Array,
+        rows: list[int] | None = None,
+        where: Where = batch_row,
+        failed: list[int] | None = None,
+    ) -> pa.Array:
         """The fastavro path; ``rows``: each value's row in the whole batch, for messages."""
         reader, convert = self._reader()
         data, offsets = _binary_views(values)
@@ -386,9 +416,13 @@ class AvroDecoder:
                     value = read(stream, reader, None)
                 else:
                     if end - begin < HEADER_SIZE or data[begin] != 0:
-                        split_header(data[begin:end], f" in {_where(at(row))}")  # raises
+                        split_header(data[begin:end], f" in {where(at(row))}")  # raises
                     schema_id = int.from_bytes(data[begin + 1 : begin + HEADER_SIZE], "big")
-                    writer = self._writer(schema_id)
+                    try:
+                        writer = self._writer(schema_id)
+                    except (SchemaNotFoundError, WireFormatError) as exc:
+                        where_ = where(at(row))
+                        raise type(exc)(f"{exc} It is the writer schema of {where_}.") from None
                     stream.seek(begin + HEADER_SIZE)
                     if schema_id == self.reader_id:
                         value = read(stream, writer, None, True, True)
@@ -396,7 +430,7 @@ class AvroDecoder:
                         value = read(stream, writer, reader, True, True)
                 if stream.tell() != end:
                     raise WireFormatError(
-                        f"{_where(at(row), capital=True)} has {end - stream.tell()} byte(s) left "
+                        f"{_capital(where(at(row)))} has {end - stream.tell()} byte(s) left "
                         "over "
                         f"after its Avro record"
                         + (f" (schema id {schema_id})" if schema_id is not None else "")
@@ -407,20 +441,26 @@ class AvroDecoder:
                 if self.mode == "FAILFAST":
                     raise
                 append(None)
+                if failed is not None:
+                    failed.append(at(row))
             except KafkaDirectError:
                 raise  # the registry is down, refuses us, or TLS is misconfigured: not the record
             except Exception as exc:
                 if self.mode == "FAILFAST":
-                    raise self._undecodable(at(row), schema_id, data[begin:end], exc) from exc
+                    raise self._undecodable(
+                        where(at(row)), schema_id, data[begin:end], exc
+                    ) from exc
                 append(None)
+                if failed is not None:
+                    failed.append(at(row))
         return pa.array(out, type=self.arrow_type)
 
     def _undecodable(
-        self, row: int, schema_id: int | None, record: bytes, exc: BaseException
+        self, where: str, schema_id: int | None, record: bytes, exc: BaseException
     ) -> WireFormatError:
         which = f"writer schema id {schema_id}" if schema_id is not None else "jsonFormatSchema"
         return WireFormatError(
-            f"{_where(row, capital=True)} does not decode with {which} "
+            f"{_capital(where)} does not decode with {which} "
             f"({type(exc).__name__}: {exc}; first bytes: {preview(record)}). Use mode "
             "'PERMISSIVE' to get null for such records."
         )

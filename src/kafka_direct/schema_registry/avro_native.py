@@ -61,6 +61,7 @@ if sys.byteorder != "little":  # Avro's floats and Arrow's buffers are little-en
 # The C decoder's error codes (_native/_avro_arrow.h) and what they mean in a message.
 NOT_FRAMED = 13
 LEFT_OVER = 12
+NO_SCHEMA = 17
 REASONS = {
     1: "the record ends before its last field",
     2: "a variable-length integer is longer than 10 bytes",
@@ -73,6 +74,7 @@ REASONS = {
     9: "a decimal with more digits than its precision",
     10: "an int outside 32 bits, or a timestamp outside 64-bit microseconds",
     14: "an array or map block with more items than bytes left",
+    17: "a schema id the Schema Registry could not give",
 }
 
 

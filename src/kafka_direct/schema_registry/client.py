@@ -21,23 +21,28 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
+from kafka_direct.config.kafka import REDACTED
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.schema_registry.errors import SchemaNotFoundError, SchemaRegistryError
-from kafka_direct.schema_registry.options import RegistryOptions
+from kafka_direct.schema_registry.options import RegistryAuth, RegistryOptions
 
 __all__ = [
     "RegisteredSchema",
     "RegistryClient",
     "SchemaReference",
+    "auth_hint",
     "cached_schema",
     "clear_cache",
+    "tls_hint",
 ]
 
 _CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
-_AUTH_HINT = (
-    "Check the credentials in 'confluent.schema.registry.basic.auth.user.info' or "
-    "'confluent.schema.registry.bearer.auth.token'."
-)
+_PREFIX = "confluent.schema.registry."
+_USER_INFO = _PREFIX + "basic.auth.user.info"
+_BEARER = _PREFIX + "bearer.auth.token"
+_CERT = _PREFIX + "ssl.certificate.location"
+_KEY = _PREFIX + "ssl.key.location"
+_KEY_PASSWORD = _PREFIX + "ssl.key.password"
 
 _cache_lock = threading.Lock()
 _schemas_by_id: dict[tuple[str, int], RegisteredSchema] = {}
@@ -96,27 +101,65 @@ class RegistryClient:
         if not self.options.url.startswith("https:"):
             return None
         if self._ssl is None:
-            prefix = "confluent.schema.registry.ssl."
-            option, value = prefix + "ca.location", self.options.ca_location
             try:
                 context = ssl.create_default_context(cafile=self.options.ca_location)
-                if self.options.certificate_location:
-                    option = prefix + "certificate.location"
-                    value = self.options.certificate_location
-                    context.load_cert_chain(
-                        self.options.certificate_location,
-                        self.options.key_location,
-                        self.options.auth.key_password,
-                    )
             except (OSError, ssl.SSLError) as exc:
                 raise ConfigurationError(
-                    option,
-                    value,
-                    f"readable PEM files for TLS to the Schema Registry ({exc})",
-                    "Check the path on every Spark worker, and the key's password.",
+                    _PREFIX + "ssl.ca.location",
+                    self.options.ca_location,
+                    f"a readable PEM file of CA certificates for TLS to the Schema Registry "
+                    f"({exc})",
+                    "Check the path on every Spark worker.",
                 ) from None
+            if self.options.certificate_location:
+                self._load_client_certificate(context)
             self._ssl = context
         return self._ssl
+
+    def _load_client_certificate(self, context: ssl.SSLContext) -> None:
+        """The client certificate and its key; a key password that does not open the key is
+        reported as such (never shown), and an encrypted key without one never prompts."""
+        options = self.options
+        password = options.auth.key_password
+
+        def no_prompt() -> str:
+            # Without a password OpenSSL would ask on the terminal; a Spark worker has none.
+            raise ConfigurationError(
+                _KEY_PASSWORD,
+                None,
+                f"the password of the encrypted private key in {_KEY}",
+                f"Set {_KEY_PASSWORD}.",
+            )
+
+        try:
+            context.load_cert_chain(
+                str(options.certificate_location),
+                options.key_location,
+                password if password is not None else no_prompt,
+            )
+        except (OSError, ssl.SSLError) as exc:
+            if (
+                password is not None
+                and getattr(exc, "reason", None) != "KEY_VALUES_MISMATCH"
+                and _pem_has(options.key_location, b"ENCRYPTED")
+                and _pem_has(options.certificate_location, b"BEGIN CERTIFICATE")
+            ):
+                raise ConfigurationError(
+                    _KEY_PASSWORD,
+                    REDACTED,
+                    f"the password of the encrypted private key in {_KEY} "
+                    f"({options.key_location}); it does not decrypt the key",
+                    "Check the password.",
+                ) from None
+            raise ConfigurationError(
+                _CERT,
+                options.certificate_location,
+                f"a PEM client certificate, with its unencrypted (or {_KEY_PASSWORD}-protected) "
+                f"key in {_KEY} ({options.key_location}), for TLS to the Schema Registry "
+                f"({exc})",
+                "Check both paths on every Spark worker, and that the key belongs to the "
+                "certificate.",
+            ) from None
 
     def _headers(self) -> dict[str, str]:
         headers = {"Accept": _CONTENT_TYPE, "Content-Type": _CONTENT_TYPE}
@@ -133,18 +176,30 @@ class RegistryClient:
         url = self.options.url + path
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(url, data=data, method=method, headers=self._headers())
+        # Outside the try: a bad TLS file is a ConfigurationError (a ValueError), not a
+        # transport failure.
+        context = self._context()
         try:
             with urllib.request.urlopen(
-                request, timeout=self.options.timeout_s, context=self._context()
+                request, timeout=self.options.timeout_s, context=context
             ) as response:
                 return json.loads(response.read() or b"null")
         except urllib.error.HTTPError as exc:
             raise self._http_error(exc, method, path, what) from None
         except (OSError, ValueError) as exc:
+            hint = (
+                tls_hint(str(exc), self.options.certificate_location is not None)
+                if self.options.url.startswith("https:")
+                else None
+            )
             raise SchemaRegistryError(
                 f"Could not reach the Schema Registry at {self.options.url} ({method} {path}"
-                f"{', ' + what if what else ''}): {exc}. Check schemaRegistryAddress and that "
-                "the registry is running and reachable from every Spark worker."
+                f"{', ' + what if what else ''}): {exc}. "
+                + (
+                    hint
+                    or "Check schemaRegistryAddress and that the registry is running and "
+                    "reachable from every Spark worker."
+                )
             ) from None
 
     def _http_error(
@@ -160,7 +215,8 @@ class RegistryClient:
         if exc.code in (401, 403):
             return SchemaRegistryError(
                 f"The Schema Registry refused {where} with HTTP {exc.code}"
-                f"{': ' + message if message else ''}. {_AUTH_HINT}"
+                f"{': ' + str(message).rstrip('.') if message else ''}. "
+                f"{auth_hint(self.options.auth)}"
             )
         if exc.code == 404 or code in (40401, 40402, 40403):
             return SchemaNotFoundError(
@@ -226,6 +282,75 @@ class RegistryClient:
             "POST", f"/subjects/{quoted}", body, what=f"this schema under subject '{subject}'"
         )
         return int(answer["id"])
+
+
+def auth_hint(auth: RegistryAuth) -> str:
+    """What to check after a 401/403, by the credential that was sent (never its value)."""
+    if auth.bearer_token:
+        return (
+            f"The bearer token in '{_BEARER}' was refused: it may have expired, or be for "
+            "another issuer or audience, or not be signed by a key the registry trusts. "
+            "Get a fresh token."
+        )
+    if auth.user_info:
+        return f"Check the user and password in '{_USER_INFO}'."
+    return (
+        f"No credentials were sent: set '{_USER_INFO}' (user:password) or '{_BEARER}' (a "
+        "token) in the options."
+    )
+
+
+# OpenSSL's alert names as Python's ssl module shows them, for what the server said about our
+# client certificate.
+_NO_CERTIFICATE_ALERTS = ("CERTIFICATE_REQUIRED", "HANDSHAKE_FAILURE")
+_REFUSED_CERTIFICATE_ALERTS = (
+    "UNKNOWN_CA",
+    "BAD_CERTIFICATE",
+    "CERTIFICATE_UNKNOWN",
+    "CERTIFICATE_EXPIRED",
+    "CERTIFICATE_REVOKED",
+    "ACCESS_DENIED",
+)
+
+
+# A TLS 1.3 server refuses a client certificate after the client has sent its request, so the
+# client may see the connection closed instead of the server's alert.
+_CLOSED = ("EOF occurred in violation of protocol", "UNEXPECTED_EOF", "Connection reset by peer")
+
+
+def tls_hint(error: str, has_certificate: bool) -> str | None:
+    """What to set when an https registry refused the TLS handshake over our client
+    certificate (``error`` is the transport error's text), or None for any other failure."""
+    alerts = _REFUSED_CERTIFICATE_ALERTS if has_certificate else _NO_CERTIFICATE_ALERTS
+    if any(f"ALERT_{alert}" in error for alert in alerts):
+        certain = True
+    elif any(closed in error for closed in _CLOSED):
+        certain = False
+    else:
+        return None
+    if not has_certificate:
+        return (
+            f"The registry {'requires' if certain else 'closed the TLS connection; it may require'}"
+            " a TLS client certificate (mutual TLS): set "
+            f"'{_CERT}' and '{_KEY}' (and '{_KEY_PASSWORD}' for an encrypted key)."
+        )
+    return (
+        f"The registry {'refused' if certain else 'closed the TLS connection; it may refuse'} "
+        f"the client certificate in '{_CERT}': it must be signed by a CA the registry trusts "
+        "for clients, and be valid now."
+    )
+
+
+def _pem_has(path: str | None, marker: bytes) -> bool:
+    """Whether a PEM file starts with ``marker`` in its first lines: ``ENCRYPTED`` for a
+    password-protected key (PKCS#8 or OpenSSL's legacy), ``BEGIN CERTIFICATE`` for a
+    certificate. Tells a wrong key password from a bad file, which OpenSSL reports alike."""
+    try:
+        with open(str(path), "rb") as pem:
+            head = pem.read(4096)
+    except OSError:
+        return False
+    return marker in head
 
 
 def _schema_body(schema: str, schema_type: str) -> dict[str, Any]:

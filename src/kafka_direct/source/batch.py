@@ -61,6 +61,7 @@ from kafka_direct.source.common import (
     read_partition,
     user_facing,
 )
+from kafka_direct.source.value_decode import ValueDecode
 
 __all__ = ["FilteringKafkaBatchReader", "KafkaBatchReader", "batch_reader", "to_predicate"]
 
@@ -106,7 +107,7 @@ def _built_by_pushdown_worker() -> bool:
     return False
 
 
-def batch_reader(opts: SourceOptions) -> KafkaBatchReader:
+def batch_reader(opts: SourceOptions, decode: ValueDecode | None = None) -> KafkaBatchReader:
     """The batch reader for ``opts``: one that takes filters only when Spark will offer them.
 
     PySpark refuses any read whose reader overrides ``pushFilters`` while
@@ -116,16 +117,18 @@ def batch_reader(opts: SourceOptions) -> KafkaBatchReader:
     whatever the setting (``kafka_direct.register`` turns it on unless the user chose).
     """
     if opts.pushdown and _built_by_pushdown_worker():
-        return FilteringKafkaBatchReader(opts)
-    return KafkaBatchReader(opts)
+        return FilteringKafkaBatchReader(opts, decode)
+    return KafkaBatchReader(opts, decode)
 
 
 class KafkaBatchReader(DataSourceReader):
     """A bounded read over ``[startingOffsets, endingOffsets)``: Spark's ``KafkaRDD``."""
 
-    def __init__(self, opts: SourceOptions) -> None:
+    def __init__(self, opts: SourceOptions, decode: ValueDecode | None = None) -> None:
         self.opts = opts
         self.settings = opts.executor_settings()
+        #: valueFormat: decodes each batch's value column (None: Kafka's bytes).
+        self.decode = decode
         #: The filters that narrow the ranges (set by pushFilters).
         self.pushed: list[Predicate] = []
 
@@ -163,7 +166,7 @@ class KafkaBatchReader(DataSourceReader):
         return tasks
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return read_partition(self.settings, partition)
+        return read_partition(self.settings, partition, decode=self.decode)
 
 
 class FilteringKafkaBatchReader(KafkaBatchReader):

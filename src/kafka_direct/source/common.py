@@ -26,6 +26,7 @@ from kafka_direct.logs import ensure_worker_logging
 from kafka_direct.offsets import OffsetRange, TopicPartition
 from kafka_direct.planning.packing import PackingSettings, pack_ranges
 from kafka_direct.source import loss_journal
+from kafka_direct.source.value_decode import ValueDecode
 
 __all__ = [
     "KafkaInputPartition",
@@ -115,16 +116,26 @@ def make_reader(opts: SourceOptions) -> AdminOffsetReader:
 
 
 def read_partition(
-    settings: ExecutorSettings, partition: InputPartition, *, journal_losses: bool = False
+    settings: ExecutorSettings,
+    partition: InputPartition,
+    *,
+    journal_losses: bool = False,
+    decode: ValueDecode | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The executor's read of ``partition``. ``journal_losses``: offsets skipped as lost
-    (``failOnDataLoss=false``) go to the loss journal, for the streaming query's listeners."""
+    (``failOnDataLoss=false``) go to the loss journal, for the streaming query's listeners.
+    ``decode``: decodes each batch's value column (``valueFormat``)."""
     # PySpark hands a placeholder InputPartition(None) to a batch with no partitions at all.
     if isinstance(partition, KafkaInputPartition):
         ensure_worker_logging()
         on_skip = loss_journal.record_skip if journal_losses else None
         try:
-            yield from read_ranges(settings, partition.ranges, partition.log_starts, on_skip)
+            batches = read_ranges(settings, partition.ranges, partition.log_starts, on_skip)
+            if decode is None:
+                yield from batches
+            else:
+                for batch in batches:
+                    yield decode.apply(batch)
         except KafkaDirectError as exc:
             raise exc.with_traceback(None) from None
 

@@ -31,6 +31,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from kafka_direct.config.source import parse_source_options
+from kafka_direct.config.value_format import ValueFormat
 from kafka_direct.consumer.rows import schema_ddl
 from kafka_direct.errors import KafkaDirectError
 from kafka_direct.logs import ensure_worker_logging
@@ -43,6 +44,7 @@ from kafka_direct.source.sink import (
     refuse_overwrite,
 )
 from kafka_direct.source.stream import KafkaStreamReader, RefusedStreamReader
+from kafka_direct.source.value_decode import ValueDecode, row_schema, value_decode
 
 __all__ = ["KafkaDirectDataSource", "KafkaInputPartition"]
 
@@ -58,7 +60,7 @@ class KafkaDirectDataSource(DataSource):
         return "kafka_direct"
 
     @user_facing
-    def schema(self) -> str:
+    def schema(self) -> StructType | str:
         # Everything that can fail before a query starts fails here, at load().
         ensure_worker_logging()
         opts = parse_source_options(self.options, streaming=None)
@@ -66,17 +68,24 @@ class KafkaDirectDataSource(DataSource):
             # Exact ranges come from a planner that has reached the cluster already (the
             # DStream-style API): asking again would cost every batch a round trip.
             check_cluster(opts)
-        return schema_ddl(opts.include_headers)
+        # valueFormat: the reader schema is fetched here, so a missing subject fails at load().
+        decode = value_decode(opts.value_format)
+        if decode is None:
+            return schema_ddl(opts.include_headers)
+        schema: StructType = row_schema(opts.include_headers, decode)
+        return schema
 
     @user_facing
     def reader(self, schema: StructType) -> DataSourceReader:
         ensure_worker_logging()
-        return batch_reader(parse_source_options(self.options, streaming=False))
+        opts = parse_source_options(self.options, streaming=False)
+        return batch_reader(opts, _planned_decode(opts.value_format, schema))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         ensure_worker_logging()
         try:
-            return KafkaStreamReader(parse_source_options(self.options, streaming=True))
+            opts = parse_source_options(self.options, streaming=True)
+            return KafkaStreamReader(opts, _planned_decode(opts.value_format, schema))
         except KafkaDirectError as exc:
             # PySpark's stream runner cannot report an error raised here: it fails again in
             # its own cleanup (an UnboundLocalError) and buries ours. Raised from the first
@@ -96,3 +105,11 @@ class KafkaDirectDataSource(DataSource):
         # result table every micro-batch (a topic cannot be truncated), and so does this one.
         ensure_worker_logging()
         return KafkaStreamWriter(build_settings(self.options, schema, stream=True))
+
+
+def _planned_decode(value_format: ValueFormat, schema: StructType) -> ValueDecode | None:
+    """The value decode of a reader, checked against the row schema ``load()`` planned."""
+    decode = value_decode(value_format)
+    if decode is not None:
+        decode.check_planned(schema)
+    return decode

@@ -34,6 +34,7 @@ from kafka_direct.source.common import (
     read_partition,
     user_facing,
 )
+from kafka_direct.source.value_decode import ValueDecode
 
 __all__ = ["KafkaStreamReader", "RefusedStreamReader"]
 
@@ -72,9 +73,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """The direct stream: offsets in Spark's checkpoint, one range per partition per batch,
     small ranges packed into few tasks."""
 
-    def __init__(self, opts: SourceOptions) -> None:
+    def __init__(self, opts: SourceOptions, decode: ValueDecode | None = None) -> None:
         self.opts = opts
         self.settings = opts.executor_settings()
+        #: valueFormat: decodes each batch's value column (None: Kafka's bytes).
+        self.decode = decode
         self.planner = StreamPlanner(
             opts, functools.partial(make_reader, opts), on_loss=loss_journal.record
         )
@@ -132,7 +135,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return tasks
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return read_partition(self.settings, partition, journal_losses=True)
+        return read_partition(self.settings, partition, journal_losses=True, decode=self.decode)
 
     def commit(self, end: dict[str, Any]) -> None:
         # Spark calls this after the batch's commit log entry is written: the batch is done, so

@@ -21,23 +21,27 @@ last lines of its log.
 ``SchemaRegistry(tls=True, users={"alice": "secret"})`` serves HTTPS only (with a CA made for
 it, ``ca_location``) and requires HTTP basic auth on every path, enforced by Apicurio's own
 Quarkus (its embedded user realm and an "authenticated" HTTP permission), not by anything here.
+
+``SchemaRegistry(bearer=True)`` requires a bearer token on every request: Apicurio's Quarkus OIDC
+verifies each token locally (RS256 signature, expiry, issuer, audience) against the public key
+of a :class:`~kafka_direct.testing.tokens.TokenIssuer` made for it; ``mint_token()`` signs one.
+
+``SchemaRegistry(client_auth=True)`` (TLS implied) requires a client certificate signed by the
+registry's CA; ``client_certificate()`` issues one. Apicurio's build fixes Quarkus' client-auth
+setting, so a ``socat`` front terminates TLS (see :mod:`kafka_direct.testing.tls_front`).
 """
 
 from __future__ import annotations
 
 import atexit
 import base64
-import contextlib
-import hashlib
+import itertools
 import logging
-import os
 import re
 import shutil
-import signal
 import socket
 import ssl
 import subprocess
-import tarfile
 import tempfile
 import time
 import urllib.error
@@ -45,110 +49,23 @@ import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from kafka_direct.schema_registry.errors import SchemaRegistryError
+from kafka_direct.testing.apicurio_dist import APICURIO_VERSION, fetch_apicurio, find_java
+from kafka_direct.testing.tls_front import stop_group
+
+if TYPE_CHECKING:
+    from kafka_direct.testing.certificates import CertificateAuthority
+    from kafka_direct.testing.tls_front import MutualTlsFront
+    from kafka_direct.testing.tokens import TokenIssuer
 
 __all__ = ["APICURIO_VERSION", "SchemaRegistry", "fetch_apicurio", "find_java"]
 
 logger = logging.getLogger(__name__)
 
-#: The Apicurio Registry release the tests run against.
-APICURIO_VERSION = "3.3.3"
-_MAVEN = "https://repo1.maven.org/maven2/io/apicurio/apicurio-registry-app"
-_MIN_JAVA = 21
 _POLL_INTERVAL_S = 0.25
 _LOG_TAIL_LINES = 20
-
-
-def _cache_root() -> Path:
-    base = os.environ.get("KAFKA_DIRECT_CACHE") or str(Path.home() / ".cache" / "kafka_direct")
-    return Path(base) / "apicurio"
-
-
-def _download(url: str, target: Path, timeout_s: float) -> None:
-    with urllib.request.urlopen(url, timeout=timeout_s) as response, open(target, "wb") as out:
-        shutil.copyfileobj(response, out, length=1 << 20)
-
-
-def fetch_apicurio(version: str = APICURIO_VERSION, *, timeout_s: float = 600.0) -> Path:
-    """The unpacked distribution's directory (holding ``quarkus-run.jar``), downloaded if absent."""
-    home = _cache_root() / version
-    if (home / "quarkus-run.jar").is_file():
-        return home
-    home.parent.mkdir(parents=True, exist_ok=True)
-    name = f"apicurio-registry-app-{version}-all.tar.gz"
-    url = f"{_MAVEN}/{version}/{name}"
-    try:
-        with urllib.request.urlopen(url + ".sha1", timeout=60) as response:
-            expected = response.read().decode().split()[0].strip()
-        with tempfile.TemporaryDirectory(dir=home.parent) as scratch:
-            archive = Path(scratch) / name
-            logger.info("downloading %s", url)
-            _download(url, archive, timeout_s)
-            sha1 = hashlib.sha1(archive.read_bytes()).hexdigest()
-            if sha1 != expected:
-                raise SchemaRegistryError(
-                    f"The Apicurio Registry download {url} has SHA-1 {sha1}, but Maven Central "
-                    f"publishes {expected}. Delete {home.parent} and try again."
-                )
-            unpacked = Path(scratch) / "unpacked"
-            with tarfile.open(archive) as tar:
-                tar.extractall(unpacked, filter="data")
-            # Another process may have finished first; its copy is as good as ours.
-            with contextlib.suppress(OSError):
-                unpacked.rename(home)
-    except (OSError, urllib.error.URLError) as exc:
-        raise SchemaRegistryError(
-            f"Could not download Apicurio Registry {version} from {url}: {exc}. The test "
-            "registry needs Maven Central once; afterwards it runs from "
-            f"{home}."
-        ) from exc
-    return home
-
-
-def _java_major(java: str) -> int | None:
-    try:
-        result = subprocess.run(
-            [java, "-version"], capture_output=True, text=True, timeout=30, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    found = re.search(r'version "(\d+)', result.stderr)
-    return int(found.group(1)) if found else None
-
-
-def find_java(minimum: int = _MIN_JAVA) -> str:
-    """A ``java`` binary of at least ``minimum``: ``KAFKA_DIRECT_REGISTRY_JAVA``, then
-    ``JAVA_HOME``, then ``PATH``, then the newest under ``/usr/lib/jvm``."""
-    explicit = os.environ.get("KAFKA_DIRECT_REGISTRY_JAVA")
-    if explicit:
-        if (_java_major(explicit) or 0) < minimum:
-            raise SchemaRegistryError(
-                f"KAFKA_DIRECT_REGISTRY_JAVA={explicit!r} is not a Java {minimum} or newer, "
-                f"which Apicurio Registry 3 needs. Point it at a newer java binary."
-            )
-        return explicit
-    candidates: list[str] = []
-    if os.environ.get("JAVA_HOME"):
-        candidates.append(str(Path(os.environ["JAVA_HOME"]) / "bin" / "java"))
-    on_path = shutil.which("java")
-    if on_path:
-        candidates.append(on_path)
-    jvm_dir = Path("/usr/lib/jvm")
-    if jvm_dir.is_dir():
-        candidates.extend(str(p / "bin" / "java") for p in sorted(jvm_dir.iterdir(), reverse=True))
-    seen: list[str] = []
-    for candidate in candidates:
-        if candidate in seen or not Path(candidate).is_file():
-            continue
-        seen.append(candidate)
-        if (_java_major(candidate) or 0) >= minimum:
-            return candidate
-    raise SchemaRegistryError(
-        f"The test Schema Registry (Apicurio Registry 3) needs Java {minimum} or newer; none "
-        f"was found among {seen or 'JAVA_HOME, PATH and /usr/lib/jvm'}. Install one (for "
-        f"example Debian's openjdk-{minimum}-jre-headless) or set KAFKA_DIRECT_REGISTRY_JAVA."
-    )
 
 
 def _free_port(host: str) -> int:
@@ -172,14 +89,27 @@ class SchemaRegistry:
         heap: str = "384m",
         tls: bool = False,
         users: Mapping[str, str] | None = None,
+        bearer: bool = False,
+        client_auth: bool = False,
     ) -> None:
         self.host = host
         self.port = port
         self.version = version
         self.startup_timeout_s = startup_timeout_s
         self.heap = heap
-        self.tls = tls
+        self.tls = tls or client_auth
         self._users = dict(users or {})
+        if bearer and self._users:
+            raise SchemaRegistryError(
+                "SchemaRegistry takes users (basic auth) or bearer=True (tokens), not both."
+            )
+        self.bearer = bearer
+        self.client_auth = client_auth
+        self._issuer: TokenIssuer | None = None
+        self._ca: CertificateAuthority | None = None
+        self._front: MutualTlsFront | None = None
+        self._backend_port: int | None = None
+        self._certificates = itertools.count()
         self.startup_s: float | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._dir: Path | None = None
@@ -195,34 +125,45 @@ class SchemaRegistry:
         return f"{scheme}://{self.host}:{self.port}/apis/ccompat/v7"
 
     def _secure_config(self, folder: Path) -> None:
-        """TLS and basic auth, in Quarkus' ``config/application.properties`` of the working
-        directory (so that no password is on the JVM's command line): a certificate for the
-        host signed by a CA made here (``ca_location``), HTTP off; users in Quarkus' embedded
-        realm, every path for authenticated users only."""
-        lines: list[str] = []
-        if self.tls:
-            from kafka_direct.testing.certificates import write_ca_and_server_certificate
+        """TLS and authentication (:mod:`kafka_direct.testing.registry_config`), in Quarkus'
+        ``config/application.properties`` of the working directory: a certificate for the host
+        signed by a CA made here (``ca_location``), served by Quarkus or, with client_auth, by
+        the mutual-TLS front; basic auth users; a key pair whose public key verifies tokens."""
+        from kafka_direct.testing.registry_config import quarkus_security_properties
 
-            ca, cert, key = write_ca_and_server_certificate(folder, self.host)
-            self.ca_location = str(ca)
-            lines += [
-                f"quarkus.http.ssl-port={self.port}",
-                "quarkus.http.insecure-requests=disabled",
-                f"quarkus.http.ssl.certificate.files={cert}",
-                f"quarkus.http.ssl.certificate.key-files={key}",
-            ]
-        if self._users:
-            lines += [
-                # Logged at start as "build time fixed", yet read: without it, nothing
-                # authenticates and every request is refused with 401.
-                "quarkus.http.auth.basic=true",
-                "quarkus.security.users.embedded.enabled=true",
-                "quarkus.security.users.embedded.plain-text=true",
-                "quarkus.http.auth.permission.everything.paths=/*",
-                "quarkus.http.auth.permission.everything.policy=authenticated",
-            ]
-            for user, password in self._users.items():
-                lines.append(f"quarkus.security.users.embedded.users.{user}={password}")
+        cert = key = None
+        if self.tls:
+            from kafka_direct.testing.certificates import write_ca, write_server_certificate
+
+            self._ca = write_ca(folder)
+            cert, key = write_server_certificate(folder, self._ca, self.host)
+            self.ca_location = str(self._ca.certificate)
+        if self.client_auth:
+            from kafka_direct.testing.tls_front import MutualTlsFront
+
+            assert self._ca is not None and self.port is not None and cert and key
+            self._backend_port = _free_port(self.host)
+            self._front = MutualTlsFront(
+                self.host,
+                self.port,
+                self._backend_port,
+                certificate=cert,
+                key=key,
+                client_ca=self._ca.certificate,
+                log_path=folder / "tls-front.log",
+            )
+        if self.bearer:
+            from kafka_direct.testing.tokens import TokenIssuer
+
+            self._issuer = TokenIssuer()
+        quarkus_tls = self.tls and not self.client_auth
+        lines = quarkus_security_properties(
+            https_port=self.port if quarkus_tls else None,
+            certificate=str(cert) if quarkus_tls else None,
+            key=str(key) if quarkus_tls else None,
+            users=self._users,
+            oidc_public_key=self._issuer.public_key_base64 if self._issuer else None,
+        )
         if lines:
             (folder / "config").mkdir()
             (folder / "config" / "application.properties").write_text("\n".join(lines) + "\n")
@@ -247,8 +188,9 @@ class SchemaRegistry:
             "-XX:TieredStopAtLevel=1",
             "-XX:+UseSerialGC",
             f"-Dquarkus.http.host={self.host}",
-            # With TLS, the port is the HTTPS one (in the config file) and plain HTTP is off.
-            f"-Dquarkus.http.port={0 if self.tls else self.port}",
+            # With TLS, the port is the HTTPS one (in the config file) and plain HTTP is off;
+            # behind the mutual-TLS front, plain HTTP on a port of its own.
+            f"-Dquarkus.http.port={self._http_port()}",
             # The management interface (health, metrics) is built in and would bind
             # 0.0.0.0:9000, which two registries (or anything else) cannot share.
             f"-Dquarkus.management.host={self.host}",
@@ -281,6 +223,12 @@ class SchemaRegistry:
                     f"starting. Its log ends with:\n{tail}"
                 )
             if self._answers():
+                if self._front is not None:
+                    try:
+                        self._front.start()
+                    except SchemaRegistryError:
+                        self.stop()
+                        raise
                 self.startup_s = time.monotonic() - began
                 logger.info("Schema Registry ready at %s in %.1fs", self.url, self.startup_s)
                 return self
@@ -292,27 +240,45 @@ class SchemaRegistry:
             f"{self.startup_timeout_s:.0f}s. Its log ends with:\n{tail}"
         )
 
+    def _http_port(self) -> int:
+        if self._backend_port is not None:
+            return self._backend_port
+        return 0 if self.tls else int(self.port or 0)
+
     def _answers(self) -> bool:
-        request = urllib.request.Request(f"{self.url}/subjects")
+        """Whether Apicurio serves its API (behind a mutual-TLS front: on its own port)."""
+        url = self.url
+        if self._backend_port is not None:
+            url = f"http://{self.host}:{self._backend_port}/apis/ccompat/v7"
+        request = urllib.request.Request(f"{url}/subjects")
         if self._users:
             user, password = next(iter(self._users.items()))
             token = base64.b64encode(f"{user}:{password}".encode()).decode()
             request.add_header("Authorization", f"Basic {token}")
-        context = ssl.create_default_context(cafile=self.ca_location) if self.tls else None
+        if self._issuer is not None:
+            request.add_header("Authorization", f"Bearer {self._issuer.mint(lifetime_s=60)}")
+        context = (
+            ssl.create_default_context(cafile=self.ca_location)
+            if url.startswith("https:")
+            else None
+        )
         try:
             with urllib.request.urlopen(request, timeout=2, context=context) as response:
                 return int(response.status) == 200
         except (OSError, urllib.error.URLError):
             return False
 
-    def _log_tail(self) -> str:
+    def log_text(self) -> str:
+        """Everything the registry's JVM has logged so far ("" once stopped)."""
         if self._dir is None:
             return ""
         try:
-            lines = (self._dir / "registry.log").read_text(errors="replace").splitlines()
+            return (self._dir / "registry.log").read_text(errors="replace")
         except OSError:
             return ""
-        return "\n".join(lines[-_LOG_TAIL_LINES:])
+
+    def _log_tail(self) -> str:
+        return "\n".join(self.log_text().splitlines()[-_LOG_TAIL_LINES:])
 
     def rss_bytes(self) -> int | None:
         """The JVM's resident memory, from /proc (Linux only)."""
@@ -325,17 +291,39 @@ class SchemaRegistry:
         found = re.search(r"VmRSS:\s+(\d+) kB", status)
         return int(found.group(1)) * 1024 if found else None
 
+    def mint_token(self, subject: str = "kafka-direct-test", *, lifetime_s: float = 600.0) -> str:
+        """A bearer token this registry accepts (``bearer=True``): RS256-signed, with the issuer
+        and audience it checks, expiring after ``lifetime_s`` seconds (negative: expired)."""
+        if self._issuer is None:
+            raise SchemaRegistryError(
+                "mint_token() needs a registry started with SchemaRegistry(bearer=True)."
+            )
+        return self._issuer.mint(subject, lifetime_s=lifetime_s)
+
+    def client_certificate(
+        self, common_name: str = "kafka-direct-client", *, password: str | None = None
+    ) -> tuple[str, str]:
+        """A client certificate signed by this registry's CA and its key (encrypted with
+        ``password`` if given), as PEM file paths in the registry's working directory."""
+        if self._ca is None or self._dir is None:
+            raise SchemaRegistryError(
+                "client_certificate() needs a started registry with tls=True or client_auth=True."
+            )
+        from kafka_direct.testing.certificates import write_client_certificate
+
+        stem = f"client-{next(self._certificates)}"
+        cert, key = write_client_certificate(
+            self._dir, self._ca, common_name, password=password, stem=stem
+        )
+        return str(cert), str(key)
+
     def stop(self, timeout_s: float = 10.0) -> None:
+        front, self._front = self._front, None
+        if front is not None:
+            front.stop()
         process, self._process = self._process, None
-        if process is not None and process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
-                process.wait(timeout_s)
+        if process is not None:
+            stop_group(process, timeout_s)
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
@@ -353,7 +341,10 @@ class SchemaRegistry:
 
     def __repr__(self) -> str:
         state = "running" if self._process is not None else "stopped"
-        secured = (", tls" if self.tls else "") + (
-            f", users={sorted(self._users)}" if self._users else ""
+        secured = (
+            (", tls" if self.tls else "")
+            + (", client_auth" if self.client_auth else "")
+            + (", bearer" if self.bearer else "")
+            + (f", users={sorted(self._users)}" if self._users else "")
         )
         return f"SchemaRegistry(apicurio={self.version}, port={self.port}{secured}, {state})"

@@ -8,13 +8,10 @@ names the option the message must name, and a phrase that says why or what to do
 
 from __future__ import annotations
 
-import ast
 import pickle
-from pathlib import Path
 
 import pytest
 
-from kafka_direct.config import sink as sink_module
 from kafka_direct.config.clients import (
     DEFAULT_DELIVERY_TIMEOUT_MS,
     DEFAULT_TRANSACTION_TIMEOUT_MS,
@@ -33,17 +30,6 @@ BOOTSTRAP = {"kafka.bootstrap.servers": "b1:9092,b2:9092"}
 BASE = {**BOOTSTRAP, "topic": "out"}
 EOS_ONLY = {"deliveryGuarantee": "exactly-once"}
 EOS = {**BASE, **EOS_ONLY}
-
-
-def test_module_is_pure() -> None:
-    tree = ast.parse(Path(sink_module.__file__).read_text())
-    imported = {
-        (node.module or "") if isinstance(node, ast.ImportFrom) else alias.name
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Import | ast.ImportFrom)
-        for alias in node.names
-    }
-    assert not {m for m in imported if m.split(".")[0] in {"pyspark", "confluent_kafka"}}
 
 
 def test_defaults() -> None:

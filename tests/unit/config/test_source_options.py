@@ -7,17 +7,13 @@ tells the user what to do. Cases marked "Spark:" mirror a check of Spark's Kafka
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import pickle
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from kafka_direct.config import clients as settings_module
-from kafka_direct.config import source as options_module
 from kafka_direct.config.clients import admin_config, executor_consumer_config, executor_group_id
 from kafka_direct.config.defaults import OPTION_DEFAULTS, SOURCE_OWNED_KAFKA_KEYS, parse_duration_ms
 from kafka_direct.config.kafka import REDACTED, KafkaConfig, redact
@@ -44,18 +40,6 @@ def refusal(
     with pytest.raises(error) as info:
         parse(raw, streaming)
     return info.value
-
-
-@pytest.mark.parametrize("module", [options_module, settings_module], ids=lambda m: m.__name__)
-def test_module_is_pure(module: Any) -> None:
-    tree = ast.parse(Path(module.__file__).read_text())
-    imported = {
-        (node.module or "") if isinstance(node, ast.ImportFrom) else alias.name
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Import | ast.ImportFrom)
-        for alias in node.names
-    }
-    assert not {m for m in imported if m.split(".")[0] in {"pyspark", "confluent_kafka"}}
 
 
 # --- refused options: type, option named, value shown, what to do ---------------------------------

@@ -3,7 +3,6 @@ No broker, no Spark."""
 
 from __future__ import annotations
 
-import ast
 import os
 import pickle
 from pathlib import Path
@@ -12,7 +11,6 @@ import pytest
 
 from kafka_direct.config.kafka import KafkaConfig
 from kafka_direct.errors import ConfigurationError, KafkaDirectError
-from kafka_direct.producer import markers
 from kafka_direct.producer.markers import (
     Decision,
     Marker,
@@ -28,17 +26,6 @@ from kafka_direct.producer.markers import (
 )
 
 TXN = "q-3"
-
-
-def test_module_is_pure() -> None:
-    tree = ast.parse(Path(markers.__file__).read_text())
-    imported = {
-        (node.module or "") if isinstance(node, ast.ImportFrom) else alias.name
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Import | ast.ImportFrom)
-        for alias in node.names
-    }
-    assert not {m for m in imported if m.split(".")[0] in {"pyspark", "confluent_kafka"}}
 
 
 STREAM = TaskIdentity(3, batch_id=7)

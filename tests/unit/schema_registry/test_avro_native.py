@@ -18,11 +18,11 @@ from fastavro.schema import expand_schema
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafka_direct.functions import _spark_type
 from kafka_direct.schema_registry import avro_native
 from kafka_direct.schema_registry.avro_codec import AvroDecoder, to_spark_converter
 from kafka_direct.schema_registry.avro_defaults import encode_default
 from kafka_direct.schema_registry.avro_native import NativeReader
+from kafka_direct.schema_registry.avro_read import spark_type_of
 from kafka_direct.schema_registry.errors import WireFormatError
 from kafka_direct.schema_registry.wire import header
 
@@ -184,7 +184,7 @@ def _encode(schema: Any, records: list[Any]) -> list[bytes]:
 
 
 def _decoder(schema: Any, mode: str = "PERMISSIVE") -> AvroDecoder:
-    _, arrow_type = _spark_type(json.dumps(schema), "jsonFormatSchema")
+    _, arrow_type = spark_type_of(json.dumps(schema), "jsonFormatSchema")
     return AvroDecoder(json.dumps(schema), arrow_type, registry=None, mode=mode)  # type: ignore[arg-type]
 
 
@@ -295,7 +295,7 @@ EVOLUTION = [
 def test_evolution_resolves_in_c_as_fastavro_resolves_it(
     writer: dict[str, Any], reader: dict[str, Any], records: list[dict[str, Any]]
 ) -> None:
-    _, arrow_type = _spark_type(json.dumps(reader), "jsonFormatSchema")
+    _, arrow_type = spark_type_of(json.dumps(reader), "jsonFormatSchema")
     native = NativeReader(reader, arrow_type)
     program = native.program(1, writer)
     assert program is not None
@@ -328,7 +328,7 @@ def test_what_the_compiler_does_not_cover_is_left_to_fastavro_row_by_row() -> No
     reader = _record({"name": "u", "type": ["null", "long"]})
     wide = _record({"name": "u", "type": ["null", "int", "string"]})
     plain = _record({"name": "u", "type": "int"})
-    _, arrow_type = _spark_type(json.dumps(reader), "jsonFormatSchema")
+    _, arrow_type = spark_type_of(json.dumps(reader), "jsonFormatSchema")
     native = NativeReader(reader, arrow_type)
     assert native.program(1, wide) is None  # a string branch a long cannot read
     assert native.program(2, plain) is not None
@@ -433,7 +433,7 @@ def test_truncated_mutated_and_random_records_never_crash(data: st.DataObject) -
 
 def test_framed_records_without_the_magic_byte_are_named() -> None:
     reader = _record({"name": "id", "type": "long"})
-    _, arrow_type = _spark_type(json.dumps(reader), "jsonFormatSchema")
+    _, arrow_type = spark_type_of(json.dumps(reader), "jsonFormatSchema")
     native = NativeReader(reader, arrow_type)
     values = pa.array([header(1) + b"\x02", b'{"id": 1}', b"\x00\x00"], pa.binary())
     decoded = avro_native.decode(

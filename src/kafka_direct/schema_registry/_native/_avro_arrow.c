@@ -7,7 +7,8 @@
  *   framed records (so that Python fetches and compiles each writer schema before decoding).
  * decode(spec, programs, data, offsets, width, validity, first, count, framed, stop)
  *   -> ([(length, null count, validity, data, offsets) per builder], errors, fallback rows)
- *   programs: [(schema id, program or None, constants)]; None makes the id's records null.
+ *   programs: [(schema id, program or None, constants)]; None makes the id's records null
+ *   (each listed as an E_NO_SCHEMA error).
  *   A record whose id has no entry is left null and listed in `fallback rows`, for Python to
  *   decode. A bad record is null and listed in `errors` as (row, code, schema id, left over);
  *   with `stop`, the first one ends the batch. */
@@ -217,7 +218,9 @@ static int decode_rows(kd_builders *all, writer *writers, Py_ssize_t nwriters, c
     }
     writer *w = &writers[current];
     if (!w->has_program) {
-      if ((err = kd_append_null(all, 0))) return err;
+      if ((err = kd_append_null(all, 0)) || (err = add_error(o, row, E_NO_SCHEMA, id, 0)))
+        return err;
+      if (stop) return 0;
       continue;
     }
     kd_decoder d = {all, w->program.buf, (size_t)w->program.len / 4, w->consts.buf,

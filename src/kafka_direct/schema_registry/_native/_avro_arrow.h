@@ -31,7 +31,9 @@ enum { CV_I32 = 1, CV_I64, CV_F32, CV_F64, CV_MILLIS };
 enum {
   E_TRUNCATED = 1, E_VARINT, E_NEGATIVE_LENGTH, E_UTF8, E_UNION_INDEX, E_ENUM_INDEX,
   E_ENUM_SYMBOL, E_NULL, E_DECIMAL, E_INT_RANGE, E_TOO_LARGE, E_LEFT_OVER, E_NOT_FRAMED,
-  E_BLOCK_COUNT, E_PROGRAM, E_MEMORY
+  E_BLOCK_COUNT, E_PROGRAM, E_MEMORY,
+  /* a schema id the caller could not fetch (PERMISSIVE mode): the record is null and listed */
+  E_NO_SCHEMA
 };
 
 typedef struct {

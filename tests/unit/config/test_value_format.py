@@ -1,0 +1,137 @@
+"""The source's ``valueFormat`` options (kafka_direct.config.value_format): table-style, no broker,
+no registry, no Spark. Each refusal names the option, the value and what to do."""
+
+from __future__ import annotations
+
+import pytest
+
+from kafka_direct.config.source import parse_source_options
+from kafka_direct.config.value_format import ValueFormat
+from kafka_direct.errors import ConfigurationError
+
+BASE = {"kafka.bootstrap.servers": "b:9092", "subscribe": "orders"}
+REGISTRY = {"valueFormat": "avro", "schemaRegistryAddress": "http://registry:8081"}
+PREFIX = "confluent.schema.registry."
+SCHEMA = '{"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}]}'
+
+
+def parse(**options: str) -> ValueFormat:
+    return parse_source_options({**BASE, **options}, streaming=None).value_format
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        ({}, ValueFormat("binary")),
+        ({"valueFormat": "BINARY"}, ValueFormat("binary")),
+        (
+            REGISTRY,
+            ValueFormat(
+                "avro",
+                registry_address="http://registry:8081",
+                subject="orders-value",
+                options={"mode": "FAILFAST"},
+                subject_by_default=True,
+            ),
+        ),
+        (
+            {**REGISTRY, "subject": "clicks-value", "schemaVersion": "3", "mode": "permissive"},
+            ValueFormat(
+                "avro",
+                registry_address="http://registry:8081",
+                subject="clicks-value",
+                options={"mode": "PERMISSIVE", "schemaVersion": "3"},
+                corrupt_column="_corrupt_record",
+            ),
+        ),
+        (
+            {**REGISTRY, "jsonFormatSchema": SCHEMA},
+            ValueFormat(
+                "avro",
+                registry_address="http://registry:8081",
+                json_format_schema=SCHEMA,
+                options={"mode": "FAILFAST"},
+            ),
+        ),
+        (
+            {"valueFormat": "avro", "jsonFormatSchema": SCHEMA, "mode": "PERMISSIVE",
+             "columnNameOfCorruptRecord": "bad"},
+            ValueFormat(
+                "avro",
+                json_format_schema=SCHEMA,
+                options={"mode": "PERMISSIVE"},
+                corrupt_column="bad",
+            ),
+        ),
+        (
+            {**REGISTRY, f"{PREFIX}basic.auth.user.info": "u:p"},
+            ValueFormat(
+                "avro",
+                registry_address="http://registry:8081",
+                subject="orders-value",
+                options={"mode": "FAILFAST", f"{PREFIX}basic.auth.user.info": "u:p"},
+                subject_by_default=True,
+            ),
+        ),
+    ],
+    ids=["default", "binary", "subject-by-topic", "subject-version-permissive",
+         "reader-schema", "bare-avro", "registry-option"],
+)  # fmt: skip
+def test_value_format_options(options: dict[str, str], expected: ValueFormat) -> None:
+    assert parse(**options) == expected
+
+
+def test_the_default_subject_follows_an_assign_of_one_topic() -> None:
+    found = parse_source_options(
+        {"kafka.bootstrap.servers": "b:9092", "assign": '{"t": [0, 1]}', **REGISTRY},
+        streaming=None,
+    ).value_format
+    assert found.subject == "t-value"
+
+
+@pytest.mark.parametrize(
+    ("options", "option", "phrases"),
+    [
+        ({"valueFormat": "json"}, "valueFormat", ["got 'json'", "'binary' or 'avro'"]),
+        ({"subject": "x"}, "subject", ["'valueFormat' = 'avro'"]),
+        ({"mode": "PERMISSIVE"}, "mode", ["'valueFormat' = 'avro'"]),
+        (
+            {"confluent.schema.registry.basic.auth.user.info": "u:SECRET"},
+            "confluent.schema.registry.basic.auth.user.info",
+            ["'valueFormat' = 'avro'"],
+        ),
+        ({"valueFormat": "avro"}, "jsonFormatSchema", ["'schemaRegistryAddress'", "bare Avro"]),
+        (
+            {"valueFormat": "avro", "jsonFormatSchema": SCHEMA, "subject": "s"},
+            "subject",
+            ["'schemaRegistryAddress' to be given"],
+        ),
+        ({**REGISTRY, "mode": "lenient"}, "mode", ["'FAILFAST' or 'PERMISSIVE'"]),
+        (
+            {**REGISTRY, "mode": "PERMISSIVE", "columnNameOfCorruptRecord": "offset"},
+            "columnNameOfCorruptRecord",
+            ["not one of the source's own columns"],
+        ),
+    ],
+    ids=["unknown-format", "subject-without-format", "mode-without-format",
+         "registry-option-without-format", "nothing-to-decode-with", "subject-without-registry",
+         "bad-mode", "corrupt-column-shadows"],
+)  # fmt: skip
+def test_refusals_name_the_option_and_the_fix(
+    options: dict[str, str], option: str, phrases: list[str]
+) -> None:
+    with pytest.raises(ConfigurationError) as info:
+        parse(**options)
+    message = str(info.value)
+    assert f"'{option}'" in message
+    for phrase in phrases:
+        assert phrase in message
+    assert "SECRET" not in message
+
+
+def test_a_pattern_has_no_default_subject() -> None:
+    with pytest.raises(ConfigurationError, match="Set the option 'subject'"):
+        parse_source_options(
+            {"kafka.bootstrap.servers": "b:9092", "subscribePattern": "o.*", **REGISTRY},
+            streaming=None,
+        )
