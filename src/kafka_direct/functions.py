@@ -32,11 +32,11 @@ from kafka_direct.schema_registry.client import RegistryClient
 from kafka_direct.schema_registry.errors import SchemaNotFoundError
 from kafka_direct.schema_registry.json_schema import from_json_schema, to_json_schema
 from kafka_direct.schema_registry.options import (
-    parse_read_options,
     parse_registry,
     parse_write_options,
     registry_options_of,
 )
+from kafka_direct.schema_registry.protobuf_read import plan_protobuf_read
 from kafka_direct.schema_registry.references import avro_schema
 from kafka_direct.schema_registry.wire import subject_name
 
@@ -186,7 +186,8 @@ def _arrow_udf(function: Any, return_type: Any, name: str) -> Any:
 
 def _protobuf_registry(
     options: Mapping[str, str] | None, function: str
-) -> tuple[str, Any, dict[str, str]]:
+) -> tuple[str, str, dict[str, str]]:
+    """The subject, the registry's address and the other options of a Protobuf function."""
     opts = dict(options or {})
     subject = opts.pop("schema.registry.subject", None)
     address = opts.pop("schema.registry.address", None)
@@ -198,7 +199,7 @@ def _protobuf_registry(
             f"both 'schema.registry.subject' and 'schema.registry.address' in {function}'s "
             "options (a descriptor file without a registry is not supported yet)",
         )
-    return subject, parse_registry(address, registry_options_of(opts)), opts
+    return subject, address, opts
 
 
 def from_protobuf(
@@ -221,35 +222,11 @@ def from_protobuf(
             descFilePath,
             "not to be set: only the Schema Registry form is supported",
         )
-    subject, registry, opts = _protobuf_registry(options, "from_protobuf")
-    read = parse_read_options(opts, "from_protobuf")
-    from kafka_direct.schema_registry.protobuf_codec import (
-        ProtobufDecoder,
-        message_descriptor,
-        registered_file,
+    subject, address, opts = _protobuf_registry(options, "from_protobuf")
+    plan = plan_protobuf_read(subject, address, opts, messageName)
+    decoded: Column = _arrow_udf(plan.decoder.decode, plan.spark_type, "from_protobuf")(
+        _column(data)
     )
-    from kafka_direct.schema_registry.protobuf_codec import to_spark_type as protobuf_type
-
-    found = RegistryClient(registry).subject_version(subject, read.schema_version or "latest")
-    if found.schema_type.upper() != "PROTOBUF":
-        raise ConfigurationError(
-            "schema.registry.subject",
-            subject,
-            f"a subject of Protobuf schemas, not {found.schema_type}",
-        )
-    message = message_descriptor(registered_file(registry, found), name=messageName)
-    from pyspark.sql.pandas.types import to_arrow_type
-    from pyspark.sql.types import _parse_datatype_json_value
-
-    spark_type = _parse_datatype_json_value(protobuf_type(message))
-    decoder = ProtobufDecoder(
-        to_arrow_type(spark_type, timezone="UTC"),
-        registry,
-        read.mode,
-        reader_id=found.schema_id,
-        reader_message=message.full_name,
-    )
-    decoded: Column = _arrow_udf(decoder.decode, spark_type, "from_protobuf")(_column(data))
     return decoded
 
 
@@ -268,7 +245,8 @@ def to_protobuf(
             descFilePath,
             "not to be set: only the Schema Registry form is supported",
         )
-    subject, registry, opts = _protobuf_registry(options, "to_protobuf")
+    subject, address, opts = _protobuf_registry(options, "to_protobuf")
+    registry = parse_registry(address, registry_options_of(opts))
     parse_write_options(opts, "to_protobuf")
     from pyspark.sql.types import BinaryType
 

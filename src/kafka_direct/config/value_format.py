@@ -10,7 +10,9 @@ the topic, partition and offset of a bad record (a column function cannot see th
 
 Options (names as ``from_avro``'s keywords and options, so a query moves between the two):
 
-- ``valueFormat``: ``binary`` (the default: Spark's Kafka schema) or ``avro``;
+- ``valueFormat``: ``binary`` (the default: Spark's Kafka schema), ``avro`` or ``protobuf``
+  (``from_protobuf`` done by the source; its reader message is ``messageName``, by default the
+  subject's schema's first);
 - ``schemaRegistryAddress``: the registry, for records in the Confluent wire format; without it
   the values are bare Avro written with ``jsonFormatSchema``;
 - ``subject``: the subject whose latest schema (or ``schemaVersion``) is the reader schema;
@@ -39,14 +41,16 @@ VALUE_FORMAT_DEFAULTS: dict[str, str] = {
     "schemaRegistryAddress": "",
     "subject": "",
     "jsonFormatSchema": "",
+    "messageName": "",
     "schemaVersion": "",
     "mode": "FAILFAST",
     "columnNameOfCorruptRecord": "_corrupt_record",
 }
 
-_FORMATS = ("binary", "avro")
+Format = Literal["binary", "avro", "protobuf"]
+_FORMATS: tuple[Format, ...] = ("binary", "avro", "protobuf")
 _REGISTRY_PREFIX = "confluent.schema.registry."
-#: Options that only mean something with valueFormat=avro (refused with 'binary').
+#: Options that only mean something when the values are decoded (refused with 'binary').
 _DECODE_OPTIONS = tuple(name for name in VALUE_FORMAT_DEFAULTS if name != "valueFormat")
 #: The Kafka source's own columns, which the corrupt-record column must not shadow.
 _COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers")
@@ -56,11 +60,13 @@ _COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "timest
 class ValueFormat:
     """How the source returns ``value``: as Kafka's bytes, or decoded."""
 
-    format: Literal["binary", "avro"]
+    format: Format
     registry_address: str | None = None
     #: The reader schema's subject (None: jsonFormatSchema is the reader schema).
     subject: str | None = None
     json_format_schema: str | None = None
+    #: Protobuf: the reader message (None: the schema's first)
+    message_name: str | None = None
     #: from_avro's ``options``: mode, schemaVersion, confluent.schema.registry.*
     options: dict[str, str] = field(default_factory=dict, repr=False)
     #: PERMISSIVE mode: the column of undecodable values' bytes.
@@ -87,14 +93,35 @@ def parse_value_format(opts: OptionReader, strategy: Subscription) -> ValueForma
             raise ConfigurationError(
                 given[0],
                 opts.get(given[0]) if not given[0].startswith(_REGISTRY_PREFIX) else "(set)",
-                "to be set only with 'valueFormat' = 'avro'",
-                "Set the option 'valueFormat' to 'avro' to decode the values in the source, "
-                "or remove it.",
+                "to be set only with 'valueFormat' = 'avro' or 'protobuf'",
+                "Set the option 'valueFormat' to decode the values in the source, or remove it.",
             )
         return ValueFormat("binary")
     address = opts.get("schemaRegistryAddress") or None
     reader_schema = opts.get("jsonFormatSchema") or None
     subject = opts.get("subject") or None
+    message_name = opts.get("messageName") or None
+    if fmt == "protobuf":
+        if address is None:
+            raise ConfigurationError(
+                "schemaRegistryAddress",
+                None,
+                "the Schema Registry's address, since Protobuf records are read with their "
+                "schemas from it",
+                "Set 'schemaRegistryAddress' (and 'subject' unless it is '<topic>-value').",
+            )
+        if reader_schema is not None:
+            raise ConfigurationError(
+                "jsonFormatSchema",
+                "(set)",
+                "no Avro schema with 'valueFormat' = 'protobuf'",
+                "The reader schema is the subject's: choose it with 'subject', "
+                "'schemaVersion' and 'messageName'.",
+            )
+    elif message_name is not None:
+        raise ConfigurationError(
+            "messageName", message_name, "to be set only with 'valueFormat' = 'protobuf'"
+        )
     if address is None:
         if reader_schema is None:
             raise ConfigurationError(
@@ -128,10 +155,11 @@ def parse_value_format(opts: OptionReader, strategy: Subscription) -> ValueForma
     if version:
         decode_options["schemaVersion"] = version
     return ValueFormat(
-        "avro",
+        fmt,
         registry_address=address,
         subject=subject if reader_schema is None else None,
         json_format_schema=reader_schema,
+        message_name=message_name,
         options=decode_options,
         corrupt_column=corrupt,
         subject_by_default=by_default,

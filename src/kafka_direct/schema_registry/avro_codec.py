@@ -34,14 +34,13 @@ from kafka_direct.schema_registry.errors import (
     WireFormatError,
 )
 from kafka_direct.schema_registry.options import RegistryOptions
+from kafka_direct.schema_registry.read_plan import Where, batch_row, capital
 from kafka_direct.schema_registry.references import avro_schema
 from kafka_direct.schema_registry.wire import HEADER_SIZE, preview, split_header
 
-__all__ = ["AvroDecoder", "Where", "batch_row", "from_spark_converter", "to_spark_converter"]
+__all__ = ["AvroDecoder", "from_spark_converter", "to_spark_converter"]
 
 Converter = Callable[[Any], Any]
-#: Names the record in row N of a batch, for messages ("row 3 of this batch ...").
-Where = Callable[[int], str]
 
 _parsed_lock = threading.Lock()
 _parsed_by_id: dict[tuple[str, int], Any] = {}
@@ -206,21 +205,6 @@ def _record_converter(
     return record
 
 
-def batch_row(row: int) -> str:
-    """Where a record is, as far as a column function can know: the row in this Arrow batch and
-    the Spark partition (the Kafka topic, partition and offset are other columns). The source's
-    own decode (``valueFormat``) names the topic, partition and offset instead."""
-    from pyspark import TaskContext
-
-    context = TaskContext.get()
-    where = f"row {row} of this batch"
-    return where if context is None else f"{where} in Spark partition {context.partitionId()}"
-
-
-def _capital(text: str) -> str:
-    return text[:1].upper() + text[1:]
-
-
 def _binary_views(values: pa.Array) -> tuple[bytes, list[int]]:
     """The value buffer of a (large) binary array and its ``len + 1`` record offsets."""
     if pa.types.is_large_binary(values.type):
@@ -373,7 +357,7 @@ class AvroDecoder:
                 return exc
         if code == avro_native.LEFT_OVER:
             return WireFormatError(
-                f"{_capital(where(row))} has {left_over} byte(s) left over after its Avro "
+                f"{capital(where(row))} has {left_over} byte(s) left over after its Avro "
                 "record"
                 + (f" (schema id {schema_id})" if schema_id >= 0 else "")
                 + ": the record and its schema do not match."
@@ -381,7 +365,7 @@ class AvroDecoder:
         which = f"writer schema id {schema_id}" if schema_id >= 0 else "jsonFormatSchema"
         reason = avro_native.REASONS.get(code, f"error {code}")
         return WireFormatError(
-            f"{_capital(where(row))} does not decode with {which} ({reason}; first bytes: "
+            f"{capital(where(row))} does not decode with {which} ({reason}; first bytes: "
             f"{preview(record)}). Use mode 'PERMISSIVE' to get null for such records."
         )
 
@@ -430,7 +414,7 @@ class AvroDecoder:
                         value = read(stream, writer, reader, True, True)
                 if stream.tell() != end:
                     raise WireFormatError(
-                        f"{_capital(where(at(row)))} has {end - stream.tell()} byte(s) left "
+                        f"{capital(where(at(row)))} has {end - stream.tell()} byte(s) left "
                         "over "
                         f"after its Avro record"
                         + (f" (schema id {schema_id})" if schema_id is not None else "")
@@ -460,7 +444,7 @@ class AvroDecoder:
     ) -> WireFormatError:
         which = f"writer schema id {schema_id}" if schema_id is not None else "jsonFormatSchema"
         return WireFormatError(
-            f"{_capital(where)} does not decode with {which} "
+            f"{capital(where)} does not decode with {which} "
             f"({type(exc).__name__}: {exc}; first bytes: {preview(record)}). Use mode "
             "'PERMISSIVE' to get null for such records."
         )

@@ -7,8 +7,7 @@ here, once, for the reader schema.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.schema_registry.avro_types import parse_schema, to_spark_type
@@ -18,12 +17,10 @@ from kafka_direct.schema_registry.options import (
     parse_registry,
     registry_options_of,
 )
+from kafka_direct.schema_registry.read_plan import ReadPlan
 from kafka_direct.schema_registry.references import avro_schema
 
-if TYPE_CHECKING:
-    from kafka_direct.schema_registry.avro_codec import AvroDecoder
-
-__all__ = ["AvroRead", "plan_avro_read", "require_fastavro", "spark_type_of"]
+__all__ = ["plan_avro_read", "require_fastavro", "spark_type_of"]
 
 
 def require_fastavro(function: str) -> None:
@@ -48,26 +45,13 @@ def spark_type_of(schema_text: str, option: str) -> tuple[Any, Any]:
     return spark_type, to_arrow_type(spark_type, timezone="UTC")
 
 
-@dataclass(frozen=True)
-class AvroRead:
-    """What an Avro read decodes into, and with what."""
-
-    #: the reader schema's Spark type (pyspark DataType)
-    spark_type: Any
-    #: its Arrow type, as Spark expects the decoded column
-    arrow_type: Any
-    decoder: AvroDecoder
-    #: where the reader schema came from, for messages: "subject 'x' version 3 (id 7)"
-    described: str
-
-
 def plan_avro_read(
     jsonFormatSchema: str | None,
     options: Mapping[str, str] | None,
     subject: str | None,
     schemaRegistryAddress: str | None,
     function: str = "from_avro",
-) -> AvroRead:
+) -> ReadPlan:
     """Check the options, fetch the reader schema if it comes from the registry, and build the
     decoder (pickled to the workers). Arguments are ``from_avro``'s."""
     require_fastavro(function)
@@ -119,4 +103,4 @@ def plan_avro_read(
     decoder = AvroDecoder(
         jsonFormatSchema, arrow_type, registry=registry, mode=read.mode, reader_id=reader_id
     )
-    return AvroRead(spark_type, arrow_type, decoder, described)
+    return ReadPlan(spark_type, arrow_type, decoder, described)

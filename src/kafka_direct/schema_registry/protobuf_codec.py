@@ -38,6 +38,7 @@ from kafka_direct.schema_registry.protobuf_schema import (
     repeated,
     to_spark_type,
 )
+from kafka_direct.schema_registry.read_plan import Where, batch_row, capital
 from kafka_direct.schema_registry.wire import header, preview, split_header
 
 __all__ = [
@@ -251,21 +252,32 @@ class ProtobufDecoder:
             found = classes[key] = message_factory.GetMessageClass(message)
         return found
 
-    def decode(self, values: pa.Array) -> pa.Array:
+    def decode(
+        self, values: pa.Array, where: Where = batch_row, failed: list[int] | None = None
+    ) -> pa.Array:
         """One Arrow batch of records → one Arrow array of the reader's type: in C where the
         extension is built and covers the reader message (:mod:`.protobuf_native`), the other
-        records (and all of them otherwise) through Python message objects."""
+        records (and all of them otherwise) through Python message objects.
+
+        ``where(row)`` names a record in messages. ``failed``, in PERMISSIVE mode, gets the
+        rows that did not decode (and are null for that reason)."""
         program = self._program()
         if program is None:
-            return self._decode_python(values)
+            return self._decode_python(values, None, where, failed)
         accepted = [key for key in protobuf_native.headers(values) if self._accepts(*key)]
         array, rows = protobuf_native.decode(values, program, accepted)
         if not rows:
             return array
-        fallback = self._decode_python(values.take(pa.array(rows, pa.int64())), rows)
+        fallback = self._decode_python(values.take(pa.array(rows, pa.int64())), rows, where, failed)
         return merge(array, rows, fallback)
 
-    def _decode_python(self, values: pa.Array, rows: list[int] | None = None) -> pa.Array:
+    def _decode_python(
+        self,
+        values: pa.Array,
+        rows: list[int] | None = None,
+        where: Where = batch_row,
+        failed: list[int] | None = None,
+    ) -> pa.Array:
         """The Python path; ``rows``: each value's row in the whole batch, for messages."""
         classes: dict[tuple[int, ...], Any] = {}
         out: list[Any] = []
@@ -276,26 +288,35 @@ class ProtobufDecoder:
                 continue
             schema_id: int | None = None
             try:
-                schema_id, payload = split_header(data, f" in row {row} of this batch")
+                schema_id, payload = split_header(data, f" in {where(row)}")
                 stream = io.BytesIO(bytes(payload))
                 count = _read_varint(stream)
                 indexes = [0] if count == 0 else [_read_varint(stream) for _ in range(count)]
-                parsed = self._message_class(schema_id, indexes, classes).FromString(stream.read())
-                out.append(_to_python(parsed))
+                try:
+                    cls = self._message_class(schema_id, indexes, classes)
+                except SchemaNotFoundError as exc:
+                    raise SchemaNotFoundError(
+                        f"{exc} It is the writer schema of {where(row)}."
+                    ) from None
+                out.append(_to_python(cls.FromString(stream.read())))
             except (SchemaNotFoundError, WireFormatError):
                 if self.mode == "FAILFAST":
                     raise
                 out.append(None)
+                if failed is not None:
+                    failed.append(row)
             except KafkaDirectError:
                 raise
             except Exception as exc:
                 if self.mode == "FAILFAST":
                     raise WireFormatError(
-                        f"Row {row} of this batch does not decode with Protobuf schema id "
+                        f"{capital(where(row))} does not decode with Protobuf schema id "
                         f"{schema_id} ({type(exc).__name__}: {exc}; first bytes: "
                         f"{preview(data)}). Use mode 'PERMISSIVE' to get null for such records."
                     ) from exc
                 out.append(None)
+                if failed is not None:
+                    failed.append(row)
         return pa.array(out, type=self.arrow_type)
 
 

@@ -1,13 +1,15 @@
-"""The source's decode of the ``value`` column (``valueFormat=avro``). Runs in the Spark driver's
-Python processes (planning: the reader schema, the row schema) and, pickled with the reader, in
-the executors' Python workers (decoding each Arrow batch the consumer filled).
+"""The source's decode of the ``value`` column (``valueFormat=avro`` or ``protobuf``). Runs in
+the Spark driver's Python processes (planning: the reader schema, the row schema) and, pickled
+with the reader, in the executors' Python workers (decoding each Arrow batch the consumer
+filled).
 
 The options are :mod:`kafka_direct.config.value_format`'s; the planning is ``from_avro``'s
-(:func:`kafka_direct.schema_registry.avro_read.plan_avro_read`), so the source and the column
-function decode alike. What only the source can do: decode in the worker that read the
-records (the bytes never go to the JVM and back to a second Python worker), name a bad record
-by its topic, partition and offset, and keep the bytes of the values that did not decode in a
-corrupt-record column.
+(:func:`kafka_direct.schema_registry.avro_read.plan_avro_read`) or ``from_protobuf``'s
+(:mod:`kafka_direct.schema_registry.protobuf_read`), so the source and the column functions
+decode alike. What only the source can do: decode in the worker that read the records (the
+bytes never go to the JVM and back to a second Python worker), name a bad record by its topic,
+partition and offset, and keep the bytes of the values that did not decode in a corrupt-record
+column.
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ import pyarrow as pa
 
 from kafka_direct.config.value_format import ValueFormat
 from kafka_direct.errors import ConfigurationError
-from kafka_direct.schema_registry.avro_read import AvroRead, plan_avro_read
+from kafka_direct.schema_registry.avro_read import plan_avro_read
 from kafka_direct.schema_registry.errors import SchemaNotFoundError
+from kafka_direct.schema_registry.protobuf_read import plan_protobuf_read
+from kafka_direct.schema_registry.read_plan import ReadPlan
 
 __all__ = ["ValueDecode", "row_schema", "value_decode"]
 
@@ -33,13 +37,24 @@ def value_decode(value_format: ValueFormat) -> ValueDecode | None:
     if not value_format.decodes:
         return None
     try:
-        plan = plan_avro_read(
-            value_format.json_format_schema,
-            value_format.options,
-            value_format.subject,
-            value_format.registry_address,
-            function="the source's valueFormat 'avro'",
-        )
+        if value_format.format == "protobuf":
+            assert value_format.subject is not None and value_format.registry_address is not None
+            plan = plan_protobuf_read(
+                value_format.subject,
+                value_format.registry_address,
+                value_format.options,
+                value_format.message_name,
+                function="the source's valueFormat 'protobuf'",
+                subject_option="subject",
+            )
+        else:
+            plan = plan_avro_read(
+                value_format.json_format_schema,
+                value_format.options,
+                value_format.subject,
+                value_format.registry_address,
+                function="the source's valueFormat 'avro'",
+            )
     except SchemaNotFoundError as exc:
         if not value_format.subject_by_default:
             raise
@@ -86,13 +101,13 @@ def row_schema(include_headers: bool, decode: ValueDecode | None) -> Any:
 class ValueDecode:
     """Decodes the ``value`` column of the source's Arrow batches; pickled with the reader."""
 
-    def __init__(self, plan: AvroRead, corrupt_column: str | None) -> None:
+    def __init__(self, plan: ReadPlan, corrupt_column: str | None) -> None:
         self.plan = plan
         self.corrupt_column = corrupt_column
 
     def __repr__(self) -> str:
         corrupt = f", corrupt records in '{self.corrupt_column}'" if self.corrupt_column else ""
-        return f"ValueDecode(avro, reader schema {self.plan.described}{corrupt})"
+        return f"ValueDecode(reader schema {self.plan.described}{corrupt})"
 
     def check_planned(self, schema: Any) -> None:
         """Refuse a reader built for another value type than ``load()`` planned: the subject's

@@ -1,23 +1,25 @@
-"""The source's own Avro decode (``valueFormat=avro``) on the test broker, the real registry and a
-real local Spark: the same values as ``from_avro`` on the same records, schema evolution, bad
-records (PERMISSIVE's corrupt-record column, FAILFAST's message naming the offset), a stream
-restarted from its checkpoint, and no secret in plans or errors."""
+"""The source's own decode (``valueFormat=avro`` and ``protobuf``) on the test broker, the real
+registry and a real local Spark: the same values as ``from_avro`` / ``from_protobuf`` on the same
+records, schema evolution, bad records (PERMISSIVE's corrupt-record column, FAILFAST's message
+naming the offset), a stream restarted from its checkpoint, and no secret in errors."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
 from confluent_kafka import Producer
 from pyspark.errors import PySparkException
 
-from kafka_direct.functions import from_avro
+from kafka_direct.functions import from_avro, from_protobuf
 from kafka_direct.schema_registry.wire import header
 
 from .test_avro import ORDER, _as_spark, _order
+from .test_protobuf import _orders, _spark_value
 
 V1 = {
     "type": "record",
@@ -246,6 +248,65 @@ def test_a_missing_subject_and_wrong_options_fail_at_load_without_secrets(
         reader(subscribe=topic, subject="x-value").load()
     with pytest.raises(
         PySparkException,
-        match="Invalid option 'valueFormat': got 'avor', expected 'binary' or 'avro'",
+        match="Invalid option 'valueFormat': got 'avor', expected 'binary', 'avro' or 'protobuf'",
     ):
         reader(subscribe=topic, valueFormat="avor").load()
+
+
+def test_protobuf_values_decode_as_from_protobuf_does_and_bad_ones_are_kept_aside(
+    reader: Callable[..., Any],
+    kafka_bootstrap: str,
+    make_topic: Callable[..., str],
+    registry_url: str,
+    confluent: Any,
+    order_pb2: ModuleType,
+) -> None:
+    from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    topic = make_topic()
+    serializer = ProtobufSerializer(order_pb2.Order, confluent, {"use.deprecated.format": False})
+    context = SerializationContext(topic, MessageField.VALUE)
+    blobs = [serializer(order, context) for order in _orders(order_pb2)]
+    garbage = blobs[0][:6] + b"\xff\xff\xff"
+    _produce(kafka_bootstrap, topic, [*blobs[:2], garbage, *blobs[2:]])
+
+    decoded = reader(
+        subscribe=topic,
+        startingOffsets="earliest",
+        valueFormat="protobuf",
+        schemaRegistryAddress=registry_url,
+        messageName="Order",
+        mode="PERMISSIVE",
+    ).load()
+    rows = sorted(decoded.collect(), key=lambda r: r.offset)
+    assert [None if r.value is None else r.value.asDict(recursive=True) for r in rows] == [
+        _spark_value(1), _spark_value(2), None, _spark_value(3), _spark_value(4),
+    ]  # fmt: skip
+    assert [r._corrupt_record for r in rows] == [None, None, garbage, None, None]
+
+    options = {"schema.registry.subject": f"{topic}-value", "schema.registry.address": registry_url}
+    by_function = (
+        reader(subscribe=topic, startingOffsets="earliest")
+        .load()
+        .select(
+            from_protobuf("value", "Order", options={**options, "mode": "PERMISSIVE"}).alias("v"),
+            "offset",
+        )
+    )
+    assert dict(by_function.dtypes)["v"] == dict(decoded.dtypes)["value"]
+    assert sorted(by_function.collect(), key=lambda r: r.offset) == [
+        (r.value, r.offset) for r in rows
+    ]
+
+    failfast = reader(
+        subscribe=topic,
+        startingOffsets="earliest",
+        valueFormat="protobuf",
+        schemaRegistryAddress=registry_url,
+    ).load()
+    with pytest.raises(PySparkException) as error:
+        failfast.collect()
+    assert f"The record at offset 2 in partition 0 of topic '{topic}' does not decode" in str(
+        error.value
+    )

@@ -73,9 +73,21 @@ def parse(**options: str) -> ValueFormat:
                 subject_by_default=True,
             ),
         ),
+        (
+            {"valueFormat": "protobuf", "schemaRegistryAddress": "http://r:8081",
+             "messageName": "shop.Order"},
+            ValueFormat(
+                "protobuf",
+                registry_address="http://r:8081",
+                subject="orders-value",
+                message_name="shop.Order",
+                options={"mode": "FAILFAST"},
+                subject_by_default=True,
+            ),
+        ),
     ],
     ids=["default", "binary", "subject-by-topic", "subject-version-permissive",
-         "reader-schema", "bare-avro", "registry-option"],
+         "reader-schema", "bare-avro", "registry-option", "protobuf"],
 )  # fmt: skip
 def test_value_format_options(options: dict[str, str], expected: ValueFormat) -> None:
     assert parse(**options) == expected
@@ -92,7 +104,7 @@ def test_the_default_subject_follows_an_assign_of_one_topic() -> None:
 @pytest.mark.parametrize(
     ("options", "option", "phrases"),
     [
-        ({"valueFormat": "json"}, "valueFormat", ["got 'json'", "'binary' or 'avro'"]),
+        ({"valueFormat": "json"}, "valueFormat", ["got 'json'", "'binary', 'avro' or 'protobuf'"]),
         ({"subject": "x"}, "subject", ["'valueFormat' = 'avro'"]),
         ({"mode": "PERMISSIVE"}, "mode", ["'valueFormat' = 'avro'"]),
         (
@@ -112,10 +124,22 @@ def test_the_default_subject_follows_an_assign_of_one_topic() -> None:
             "columnNameOfCorruptRecord",
             ["not one of the source's own columns"],
         ),
+        ({"valueFormat": "protobuf"}, "schemaRegistryAddress", ["Protobuf records are read"]),
+        (
+            {
+                "valueFormat": "protobuf",
+                "schemaRegistryAddress": "http://r",
+                "jsonFormatSchema": SCHEMA,
+            },
+            "jsonFormatSchema",
+            ["'messageName'"],
+        ),
+        ({**REGISTRY, "messageName": "Order"}, "messageName", ["'valueFormat' = 'protobuf'"]),
     ],
     ids=["unknown-format", "subject-without-format", "mode-without-format",
          "registry-option-without-format", "nothing-to-decode-with", "subject-without-registry",
-         "bad-mode", "corrupt-column-shadows"],
+         "bad-mode", "corrupt-column-shadows", "protobuf-without-registry",
+         "protobuf-with-avro-schema", "message-name-with-avro"],
 )  # fmt: skip
 def test_refusals_name_the_option_and_the_fix(
     options: dict[str, str], option: str, phrases: list[str]
