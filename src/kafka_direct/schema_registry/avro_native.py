@@ -36,7 +36,9 @@ __all__ = [
     "DISABLE_ENV",
     "Decoded",
     "NativeReader",
+    "assemble",
     "available",
+    "binary_buffers",
     "decode",
     "merge",
     "native_reader",
@@ -91,7 +93,7 @@ def status() -> str:
     return "C decoder (kafka_direct.schema_registry._avro_arrow)"
 
 
-def _column(values: pa.Array) -> tuple[Any, Any, int, Any]:
+def binary_buffers(values: pa.Array) -> tuple[Any, Any, int, Any]:
     """(data, offsets, offset width, validity) of a binary or large binary array."""
     if pa.types.is_large_binary(values.type):
         width = 8
@@ -106,7 +108,7 @@ def _column(values: pa.Array) -> tuple[Any, Any, int, Any]:
 def schema_ids(values: pa.Array) -> set[int]:
     """The distinct schema ids in the headers of a batch of framed records."""
     assert _avro_arrow is not None
-    data, offsets, width, validity = _column(values)
+    data, offsets, width, validity = binary_buffers(values)
     ids: set[int] = _avro_arrow.schema_ids(
         data, offsets, width, validity, values.offset, len(values)
     )
@@ -132,7 +134,7 @@ def decode(
     """Decode a batch. ``programs``: (schema id, program) per writer schema (one, id -1, for
     bare Avro); a None program makes its records null (an unknown id in PERMISSIVE mode)."""
     assert _avro_arrow is not None
-    data, offsets, width, validity = _column(values)
+    data, offsets, width, validity = binary_buffers(values)
     parts, errors, fallback = _avro_arrow.decode(
         builders.spec,
         [(i, None if p is None else p.code, b"" if p is None else p.consts) for i, p in programs],
@@ -147,22 +149,24 @@ def decode(
     )
     if errors and stop_at_error:
         return Decoded(pa.nulls(0, builders.types[0]), errors, fallback)
-    array = _assemble(builders, parts, 0)
+    array = assemble(builders, parts, 0)
     array.validate()
     return Decoded(array, errors, fallback)
 
 
-def _assemble(builders: Builders, parts: list[Any], index: int) -> pa.Array:
+def assemble(builders: Builders, parts: list[Any], index: int) -> pa.Array:
+    """The Arrow array of builder ``index`` (and its children) from the C decoder's parts;
+    shared with the Protobuf decoder, which fills the same builders."""
     length, null_count, validity, data, offsets = parts[index]
     kind, arrow_type = builders.kinds[index], builders.types[index]
     bitmap = None if validity is None else pa.py_buffer(validity)
     if kind == K_STRUCT:
-        children = [_assemble(builders, parts, c) for c in builders.children[index]]
+        children = [assemble(builders, parts, c) for c in builders.children[index]]
         return pa.Array.from_buffers(
             arrow_type, length, [bitmap], null_count=null_count, children=children
         )
     if kind == K_LIST:
-        child = _assemble(builders, parts, builders.children[index][0])
+        child = assemble(builders, parts, builders.children[index][0])
         return pa.Array.from_buffers(
             arrow_type,
             length,

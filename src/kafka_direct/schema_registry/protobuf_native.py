@@ -23,7 +23,7 @@ import sys
 
 import pyarrow as pa
 
-from kafka_direct.schema_registry.avro_native import _assemble, _column
+from kafka_direct.schema_registry.avro_native import assemble, binary_buffers
 from kafka_direct.schema_registry.protobuf_program import Program
 
 __all__ = ["DISABLE_ENV", "available", "decode", "headers", "status"]
@@ -59,7 +59,7 @@ def status() -> str:
 def headers(values: pa.Array) -> set[tuple[int, bytes]]:
     """The distinct (schema id, message index bytes) of the framed records in a batch."""
     assert _protobuf_arrow is not None
-    data, offsets, width, validity = _column(values)
+    data, offsets, width, validity = binary_buffers(values)
     found: set[tuple[int, bytes]] = _protobuf_arrow.headers(
         data, offsets, width, validity, values.offset, len(values)
     )
@@ -71,7 +71,7 @@ def decode(
 ) -> tuple[pa.Array, list[int]]:
     """The batch decoded in C, and the rows left null for the Python path."""
     assert _protobuf_arrow is not None
-    data, offsets, width, validity = _column(values)
+    data, offsets, width, validity = binary_buffers(values)
     parts, fallback = _protobuf_arrow.decode(
         program.builders.spec,
         program.code,
@@ -85,6 +85,6 @@ def decode(
         values.offset,
         len(values),
     )
-    array = _assemble(program.builders, parts, 0)
+    array = assemble(program.builders, parts, 0)
     array.validate()
     return array, fallback

@@ -9,8 +9,8 @@ started here) on the same records cached in Spark, the C path and the Python pat
 (``KAFKA_DIRECT_NATIVE_PROTOBUF=0`` in the workers' environment) alternating round by round.
 
     . scripts/setup.sh
-    python scripts/protobuf_decode_speed.py --records 100000 --batch 10000 --rounds 5
-    python scripts/protobuf_decode_speed.py --records 200000 --rounds 5 --spark
+    python benchmarks/protobuf_decode.py --records 100000 --batch 10000 --rounds 5
+    python benchmarks/protobuf_decode.py --records 200000 --rounds 5 --spark
 """
 
 from __future__ import annotations
