@@ -126,13 +126,31 @@ def _is_null(schema: Any) -> bool:
     return schema == "null"
 
 
-def _values(schema: Any) -> st.SearchStrategy[Any]:
-    """Values as pyarrow's ``to_pylist`` gives them for the schema's Spark type."""
+def _values(schema: Any, sloppy: bool = False) -> st.SearchStrategy[Any]:
+    """Values as pyarrow's ``to_pylist`` gives them for the schema's Spark type; ``sloppy``:
+    also nulls at every level, unknown enum symbols, dates Python cannot hold, duplicate map
+    keys (what a Spark column could hold and the schema does not allow)."""
+    exact = _exact(schema, sloppy)
+    if not sloppy:
+        return exact
+    if isinstance(schema, dict) and schema.get("type") == "enum":
+        exact = st.one_of(exact, st.just("Z"))
+    if isinstance(schema, dict) and schema.get("logicalType") == "date":
+        exact = st.one_of(exact, st.sampled_from([_DAYS[0] - 1, _DAYS[1] + 1]))
+    if isinstance(schema, dict) and schema.get("type") == "map":
+        exact = st.one_of(
+            exact,
+            st.tuples(_values(schema["values"], sloppy)).map(lambda v: [("k", v[0]), ("k", v[0])]),
+        )
+    return st.one_of(st.none(), exact)
+
+
+def _exact(schema: Any, sloppy: bool) -> st.SearchStrategy[Any]:
     if isinstance(schema, list):
         rest = [b for b in schema if not _is_null(b)]
         none = [st.none()] if len(rest) < len(schema) else []
         if len(rest) == 1:
-            return st.one_of(*none, _values(rest[0]))
+            return st.one_of(*none, _values(rest[0], sloppy))
         if sorted(map(str, rest)) in (["int", "long"], ["double", "float"]):
             if "int" in rest:
                 return st.one_of(*none, st.integers(-(2**63), 2**63 - 1), st.integers(-5, 5))
@@ -150,8 +168,8 @@ def _values(schema: Any) -> st.SearchStrategy[Any]:
             lambda i: st.builds(
                 members,
                 st.just(i),
-                _values(rest[i]),
-                st.one_of(st.none(), st.tuples(*(_values(b) for b in rest))),
+                _values(rest[i], sloppy),
+                st.one_of(st.none(), st.tuples(*(_values(b, sloppy) for b in rest))),
             )
         )
         return st.one_of(*none, one)
@@ -190,12 +208,12 @@ def _values(schema: Any) -> st.SearchStrategy[Any]:
     if kind == "enum":
         return st.sampled_from(schema["symbols"])
     if kind == "array":
-        return st.lists(_values(schema["items"]), max_size=4)
+        return st.lists(_values(schema["items"], sloppy), max_size=4)
     if kind == "map":
-        return st.dictionaries(st.text(max_size=5), _values(schema["values"]), max_size=3).map(
-            lambda d: list(d.items())
-        )
-    return st.fixed_dictionaries({f["name"]: _values(f["type"]) for f in schema["fields"]})
+        return st.dictionaries(
+            st.text(max_size=5), _values(schema["values"], sloppy), max_size=3
+        ).map(lambda d: list(d.items()))
+    return st.fixed_dictionaries({f["name"]: _values(f["type"], sloppy) for f in schema["fields"]})
 
 
 def _arrow_type(schema: Any, timezone: str = "UTC") -> pa.DataType:
@@ -240,6 +258,34 @@ def test_random_columns_encode_in_c_to_fastavros_bytes(
     schema, values = case
     native, python = _both(schema, values, schema_id)
     assert native == python
+
+
+@st.composite
+def _schema_and_sloppy_column(draw: st.DrawFn) -> tuple[Any, pa.Array]:
+    schema = _unique_names(draw(_schemas()))
+    rows = draw(st.lists(_values(schema, sloppy=True), min_size=1, max_size=6))
+    return schema, pa.array(rows, _arrow_type(schema)).slice(draw(st.integers(0, 1)))
+
+
+def _outcome(encode: Any, values: pa.Array) -> Any:
+    try:
+        return encode(values).to_pylist()
+    except Exception as exc:  # noqa: BLE001 - fastavro's error, compared by type and message
+        return (type(exc), str(exc))
+
+
+@pytest.mark.serial
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(_schema_and_sloppy_column())
+def test_columns_the_schema_does_not_allow_give_fastavros_bytes_or_error(
+    case: tuple[Any, pa.Array],
+) -> None:
+    schema, values = case
+    encoder = AvroEncoder(json.dumps(schema), 5)
+    prefix = b"\x00\x00\x00\x00\x05"
+    assert _outcome(encoder.encode, values) == _outcome(
+        lambda v: encoder._encode_python(v, prefix), values
+    )
 
 
 def _record(*fields: tuple[str, Any], name: str = "R") -> dict[str, Any]:
