@@ -56,6 +56,7 @@ REASONS = {
     8: "out of memory",
     9: "more than 2 GiB of Avro in one batch",
     10: "an unknown program operation",
+    11: "a string that is not UTF-8",
 }
 
 

@@ -158,7 +158,7 @@ class _Compiler:
         if name in ("bytes", "fixed") and logical == "decimal":
             return self.decimal(schema, arrow, path)
         if name == "string" and logical in (None, "uuid"):
-            return self.add(OP_BYTES, path, _offset_width(arrow, "string"))
+            return self.add(OP_BYTES, path, _offset_width(arrow, "string"), 1)  # 1: check UTF-8
         if name == "bytes" and logical is None:
             return self.add(OP_BYTES, path, _offset_width(arrow, "binary"))
         if name == "fixed":

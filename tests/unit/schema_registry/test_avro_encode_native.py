@@ -450,3 +450,52 @@ def test_dates_become_python_dates_on_the_fastavro_path() -> None:
     assert AvroEncoder('{"type":"int","logicalType":"date"}', None).encode(values).to_pylist() == [
         b"\x01"
     ]
+
+
+def _not_utf8(rows: list[bytes]) -> pa.Array:
+    """A Spark string column may hold any bytes (a binary cast to string)."""
+    binary = pa.array(rows, pa.binary())
+    return pa.Array.from_buffers(pa.string(), len(binary), binary.buffers())
+
+
+@pytest.mark.parametrize(
+    ("schema", "make"),
+    [
+        ("string", lambda rows: _not_utf8(rows)),
+        (
+            {"type": "map", "values": "int"},
+            lambda rows: pa.MapArray.from_arrays(
+                pa.array(range(0, len(rows) + 1), pa.int32()),
+                _not_utf8(rows),
+                pa.array(range(len(rows)), pa.int32()),
+            ),
+        ),
+    ],
+)
+def test_strings_that_are_not_utf8_fail_as_on_the_fastavro_path(schema: Any, make: Any) -> None:
+    for bad in (b"\xff", b"\xed\xa0\x80", b"\xc0\xaf", b"abcdefgh\xe2\x82"):
+        values = make([b"ok", "√".encode(), bad])
+        encoder = AvroEncoder(json.dumps(schema), None)
+        assert _outcome(encoder.encode, values) == _outcome(
+            lambda v, e=encoder: e._encode_python(v, b""), values
+        )
+        with pytest.raises(UnicodeDecodeError) as error:
+            encoder.encode(values)
+        assert _notes(error.value) == _noted(
+            "to_avro: row 2 of this batch has a string that is not UTF-8."
+        )
+    good = make([b"ok", "√".encode(), "12345678\U0001f600".encode()])
+    native, python = _both(schema, good, None)
+    assert native == python
+
+
+def test_a_large_map_is_checked_for_duplicate_keys_too() -> None:
+    schema = {"type": "map", "values": "long"}
+    pairs = [(f"k{i}", i) for i in range(100)]
+    values = pa.array([pairs, [*pairs, ("k7", -1)]], pa.map_(pa.string(), pa.int64()))
+    compiled = avro_encode_native.program(schema, values.type)
+    assert compiled is not None
+    assert avro_encode_native.encode(values.slice(0, 1), compiled, b"").array is not None
+    assert avro_encode_native.encode(values, compiled, b"").code == 6
+    encoder = AvroEncoder(json.dumps(schema), None)
+    assert encoder.encode(values).equals(encoder._encode_python(values, b""))

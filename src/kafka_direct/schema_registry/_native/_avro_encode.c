@@ -57,21 +57,88 @@ static int encode_kid(encoder *e, int64_t at, int64_t j) {
   return encode_node(e, e->kids[at], j);
 }
 
-/* Duplicate keys in one map: Spark's maps have none, but fastavro's path makes a dict of the
- * pairs (the last value wins, in the first key's place), which we do not copy: give up. */
-static int has_duplicates(const column *keys, int64_t start, int64_t end) {
-  for (int64_t a = start; a < end; a++) {
-    const uint8_t *p;
-    int64_t n;
-    if (enc_blob(keys, a, 4, &p, &n)) return 1;
-    for (int64_t b = a + 1; b < end; b++) {
-      const uint8_t *q;
-      int64_t m;
-      if (enc_blob(keys, b, 4, &q, &m)) return 1;
-      if (n == m && memcmp(p, q, (size_t)n) == 0) return 1;
+/* Strict UTF-8, as Python's decoder checks it (no overlong forms, no surrogates, nothing above
+ * U+10FFFF): Spark's strings may hold any bytes (a binary cast to string), and on fastavro's
+ * path pyarrow's to_pylist fails on them, so they go to that path to fail as they do today. */
+int enc_utf8(const uint8_t *s, int64_t n) {
+  int64_t i = 0;
+  while (i < n) {
+    if (n - i >= 8) { /* ASCII runs, 8 bytes a step: the common case */
+      uint64_t word;
+      memcpy(&word, s + i, 8);
+      if (!(word & 0x8080808080808080ULL)) {
+        i += 8;
+        continue;
+      }
     }
+    uint8_t c = s[i];
+    if (c < 0x80) {
+      i++;
+      continue;
+    }
+    int64_t len;
+    uint32_t cp;
+    if (c >= 0xc2 && c <= 0xdf) {
+      len = 2;
+      cp = c & 0x1f;
+    } else if (c >= 0xe0 && c <= 0xef) {
+      len = 3;
+      cp = c & 0x0f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      len = 4;
+      cp = c & 0x07;
+    } else {
+      return 0;
+    }
+    if (n - i < len) return 0;
+    for (int64_t k = 1; k < len; k++) {
+      if ((s[i + k] & 0xc0) != 0x80) return 0;
+      cp = (cp << 6) | (s[i + k] & 0x3f);
+    }
+    if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+        (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+      return 0;
+    i += len;
   }
-  return 0;
+  return 1;
+}
+
+typedef struct {
+  const uint8_t *p;
+  int64_t n;
+} key;
+
+static int key_order(const void *a, const void *b) {
+  const key *x = a, *y = b;
+  if (x->n != y->n) return x->n < y->n ? -1 : 1;
+  return memcmp(x->p, y->p, (size_t)x->n);
+}
+
+/* Checks one map's keys: UTF-8, and no key twice. Spark's maps have no duplicate keys, but
+ * fastavro's path makes a dict of the pairs (the last value wins, in the first key's place),
+ * which we do not copy: such a map goes back to fastavro. Small maps compare pairwise; large
+ * ones sort their keys, so that a huge map costs n log n, not n squared. */
+static int check_keys(const column *keys, int64_t start, int64_t end) {
+  int64_t count = end - start;
+  key small[16];
+  key *all = count <= 16 ? small : malloc((size_t)count * sizeof(key));
+  if (all == NULL) return ENC_E_NO_MEMORY;
+  int rc = 0;
+  for (int64_t k = 0; k < count && !rc; k++) {
+    rc = enc_blob(keys, start + k, 4, &all[k].p, &all[k].n);
+    if (!rc && !enc_utf8(all[k].p, all[k].n)) rc = ENC_E_UTF8;
+  }
+  if (!rc && count <= 16) {
+    for (int64_t a = 0; a < count && !rc; a++)
+      for (int64_t b = a + 1; b < count && !rc; b++)
+        if (key_order(&all[a], &all[b]) == 0) rc = ENC_E_DUPLICATE_KEY;
+  } else if (!rc) {
+    qsort(all, (size_t)count, sizeof(key), key_order);
+    for (int64_t k = 1; k < count && !rc; k++)
+      if (key_order(&all[k - 1], &all[k]) == 0) rc = ENC_E_DUPLICATE_KEY;
+  }
+  if (all != small) free(all);
+  return rc;
 }
 
 int encode_node(encoder *e, int64_t node, int64_t j) {
@@ -123,7 +190,7 @@ int encode_node(encoder *e, int64_t node, int64_t j) {
         if (b < 0 || b >= e->column_count) return ENC_E_BOUNDS;
         keys = &e->columns[b];
         if (end > keys->length) return ENC_E_BOUNDS;
-        if (has_duplicates(keys, start, end)) return ENC_E_DUPLICATE_KEY;
+        if ((rc = check_keys(keys, start, end))) return rc;
       }
       if (end > start && (rc = put_long(e, end - start))) return rc;
       for (int64_t i = start; i < end; i++) {

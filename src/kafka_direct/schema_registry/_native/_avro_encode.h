@@ -31,7 +31,8 @@ enum {
   ENC_E_BOUNDS = 7,        /* Arrow buffers shorter than their lengths say, or a bad program */
   ENC_E_NO_MEMORY = 8,
   ENC_E_TOO_BIG = 9,       /* more than 2 GiB of output in one batch */
-  ENC_E_BAD_OP = 10
+  ENC_E_BAD_OP = 10,
+  ENC_E_UTF8 = 11          /* a string that is not UTF-8 (pyarrow's to_pylist fails on it) */
 };
 
 typedef struct {
@@ -105,6 +106,7 @@ static inline const uint8_t *element(const column *c, int which, int64_t j, int6
   return (const uint8_t *)c->views[which].buf + end - width;
 }
 
+int enc_utf8(const uint8_t *s, int64_t n);
 int enc_span(const column *c, int64_t j, int width, int64_t *start, int64_t *end);
 int enc_blob(const column *c, int64_t j, int width, const uint8_t **p, int64_t *n);
 int encode_node(encoder *e, int64_t node, int64_t j);

@@ -134,6 +134,7 @@ int encode_value(encoder *e, int64_t node, const column *c, int64_t j) {
       if (NODE(e, node, 0) == ENC_OP_FIXED) {
         return n != b ? ENC_E_FIXED_SIZE : put_bytes(e, p, (size_t)n);
       }
+      if (b && !enc_utf8(p, n)) return ENC_E_UTF8; /* b: a string, not binary */
       return (rc = put_long(e, n)) ? rc : put_bytes(e, p, (size_t)n);
     }
     case ENC_OP_DEC_BYTES:
