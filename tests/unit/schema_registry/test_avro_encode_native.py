@@ -499,3 +499,22 @@ def test_a_large_map_is_checked_for_duplicate_keys_too() -> None:
     assert avro_encode_native.encode(values, compiled, b"").code == 6
     encoder = AvroEncoder(json.dumps(schema), None)
     assert encoder.encode(values).equals(encoder._encode_python(values, b""))
+
+
+@pytest.mark.parametrize(
+    ("schema", "values"),
+    [
+        ("int", pa.array([-128, 127, None, 0], pa.int8())),  # Spark's byte
+        ("long", pa.array([-32768, 32767, 5], pa.int16())),  # Spark's short
+        (["null", "long"], pa.array([None, -(2**31), 2**31 - 1], pa.int32())),
+        ({"type": "string", "logicalType": "uuid"}, pa.array(["not-a-uuid", ""])),  # as written
+        (["null", {"type": "string", "logicalType": "uuid"}], pa.array(["x", None])),
+        ("bytes", pa.array([b"", b"\x00" * 300], pa.large_binary())),
+        ("string", pa.array(["", "ü" * 100], pa.large_string())),
+    ],
+)
+def test_narrower_and_large_column_types_encode_to_fastavros_bytes(
+    schema: Any, values: pa.Array
+) -> None:
+    native, python = _both(schema, values)
+    assert native == python
