@@ -518,3 +518,46 @@ def test_narrower_and_large_column_types_encode_to_fastavros_bytes(
 ) -> None:
     native, python = _both(schema, values)
     assert native == python
+
+
+@pytest.mark.serial
+@settings(max_examples=500, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    st.sampled_from(["string", {"type": "array", "items": "int"}, _record(("a", "long"))]),
+    st.lists(st.integers(-(2**31), 2**31 - 1), min_size=0, max_size=6),
+    st.binary(max_size=24),
+    st.binary(max_size=2),
+    st.integers(0, 6),
+    st.integers(0, 6),
+)
+def test_malformed_arrow_buffers_never_make_the_c_code_read_outside_them(
+    schema: Any, offsets: list[int], data: bytes, validity: bytes, length: int, offset: int
+) -> None:
+    """Buffers as the C function gets them, but wrong: offsets pointing anywhere, buffers
+    shorter than the lengths say. The C code must stop or refuse (a crash here kills the test
+    run), never read outside the buffers."""
+    from kafka_direct.schema_registry import _avro_encode  # type: ignore[attr-defined]
+
+    arrow_type = {"string": pa.string()}.get(schema) if isinstance(schema, str) else None
+    if arrow_type is None:
+        arrow_type = (
+            pa.list_(pa.int32()) if schema["type"] == "array" else pa.struct([("a", pa.int64())])
+        )
+    compiled = avro_encode_native.program(schema, arrow_type)
+    assert compiled is not None
+    packed = b"".join(o.to_bytes(4, "little", signed=True) for o in offsets)
+    bitmap = validity or None
+    columns = [
+        (bitmap, packed, data, offset, length) if i == 0 else (None, data, None, 0, len(data) // 4)
+        for i in range(len(compiled.paths))
+    ]
+    if schema != "string" and schema["type"] == "record":
+        columns = [(bitmap, None, None, offset, length), (None, data, None, offset, length)]
+    try:
+        result = _avro_encode.encode(
+            compiled.nodes, compiled.kids, compiled.consts, columns, b"", length
+        )
+    except ValueError as exc:  # refused before reading: a bitmap shorter than its array
+        assert "validity bitmap" in str(exc)
+        return
+    assert result[3] in (0, 7, 11), result
