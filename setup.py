@@ -2,7 +2,8 @@
 
 - ``kafka_direct.consumer._rdkafka_arrow`` reads librdkafka straight into Arrow buffers;
 - ``kafka_direct.producer._rdkafka_produce`` produces straight from Arrow buffers into librdkafka;
-- ``kafka_direct.schema_registry._avro_arrow`` decodes Avro records straight into Arrow buffers.
+- ``kafka_direct.schema_registry._avro_arrow`` decodes Avro records straight into Arrow buffers;
+- ``kafka_direct.schema_registry._avro_encode`` encodes Arrow buffers straight into Avro records.
 
 They need only a C compiler and Python's headers: librdkafka is resolved at run time from the
 copy confluent-kafka loads. The code both need (librdkafka's ABI and its loading, error events
@@ -73,6 +74,14 @@ setup(
                 f"{AVRO}/_avro_builders.c",
             ],
             depends=[f"{AVRO}/_avro_arrow.h", f"{AVRO}/_protobuf_decode.h"],
+            extra_compile_args=COMPILE_ARGS,
+            optional=True,
+        ),
+        # to_avro's encoder: Arrow buffers -> Avro; needs neither librdkafka nor the shared code.
+        Extension(
+            "kafka_direct.schema_registry._avro_encode",
+            sources=[f"{AVRO}/_avro_encode.c", f"{AVRO}/_avro_encode_values.c"],
+            depends=[f"{AVRO}/_avro_encode.h"],
             extra_compile_args=COMPILE_ARGS,
             optional=True,
         ),

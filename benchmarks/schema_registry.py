@@ -1,4 +1,4 @@
-"""Benchmark: decoding Confluent-framed Avro in Spark, records/s, on the same bytes.
+"""Benchmark: decoding and encoding Confluent-framed Avro in Spark, records/s, same records.
 
 - kafka_direct ``from_avro`` with a real Schema Registry (Apicurio, started here): the wire
   format, the writer schema looked up by the id in each header;
@@ -9,6 +9,19 @@
   Spark before it does anything;
 - kafka_direct's decoder alone (``AvroDecoder.decode``, the C decoder where it is built) on
   Arrow batches of 10,000 records in this process (one core, no Spark).
+
+Writing (encoding) rows, on the same N records decoded into a cached struct column:
+
+- kafka_direct ``to_avro`` in the wire format (the C encoder where it is built);
+- the same with ``KAFKA_DIRECT_NATIVE_AVRO=0`` in its Python workers (fastavro);
+- Spark's own ``to_avro`` (spark-avro) with the schema as ``jsonFormatSchema`` (bare Avro);
+- an Arrow UDF that takes the struct column and returns empty binaries: what any ``to_avro``
+  that is a column function costs before it writes a byte;
+- kafka_direct's encoder alone (``AvroEncoder.encode``) on Arrow batches of 10,000 records in
+  this process (one core, no Spark), with the C encoder and with fastavro.
+
+Each write row is checked to write N records and the same number of bytes (Spark's without the
+5-byte headers).
 
 Every row decodes the same N records, cached in Spark's memory first, and materialises every
 field (``write.format("noop")``). Each Spark row is checked to decode exactly N records and
@@ -126,6 +139,87 @@ def _tree_cpu_s(root: int) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
+_WRITE_ROWS = (
+    "write_kafka_direct",
+    "write_fastavro_udf",
+    "write_spark_avro",
+    "write_floor_udf",
+    "c_encoder",
+    "fastavro_encoder",
+)
+
+
+def _write_queries(
+    spark: Any,
+    decoded: Any,
+    schema_text: str,
+    registry_url: str,
+    records: int,
+    to_avro: Any,
+    spark_to_avro: Any,
+) -> tuple[list[tuple[str, Any]], str]:
+    """The three Spark write rows on one cached struct column, each checked to write every
+    record and the same bytes; and what encoder the Python workers used, as they say it."""
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import BinaryType, StringType
+
+    from kafka_direct.functions import _arrow_udf
+
+    structs = decoded.cache()
+    structs.count()
+    env = spark.sparkContext.environment
+
+    def status(values: pa.Array) -> pa.Array:
+        from kafka_direct.schema_registry import avro_encode_native
+
+        return pa.array([avro_encode_native.status()] * len(values), pa.string())
+
+    def ours(native: bool) -> tuple[Any, str]:
+        # The environment a UDF's Python workers get is taken when its column is made.
+        if not native:
+            env["KAFKA_DIRECT_NATIVE_AVRO"] = "0"
+        try:
+            column = to_avro(
+                "e", schema_text, subject="bench-value", schemaRegistryAddress=registry_url
+            )
+            said = _arrow_udf(status, StringType(), "status")(F.lit(1))
+            told = structs.limit(1).select(said).first()[0]
+        finally:
+            env.pop("KAFKA_DIRECT_NATIVE_AVRO", None)
+        return structs.select(column.alias("v")), told
+
+    native, native_status = ours(True)
+    python, python_status = ours(False)
+    theirs = structs.select(spark_to_avro("e", schema_text).alias("v"))
+    queries = [
+        ("write_kafka_direct", native),
+        ("write_fastavro_udf", python),
+        ("write_spark_avro", theirs),
+    ]
+    sizes = {
+        name: tuple(query.agg(F.count("v"), F.sum(F.length("v"))).first())
+        for name, query in queries
+    }
+    spark_count, spark_bytes = sizes["write_spark_avro"]
+    expected = (records, spark_bytes + 5 * records)
+    if spark_count != records or any(sizes[n] != expected for n, _ in queries[:2]):
+        print(f"FAILED check: bytes written {sizes}", file=sys.stderr)
+        return [], ""
+    if "C encoder" not in native_status or "NATIVE_AVRO=0" not in python_status:
+        print(f"FAILED check: workers said {native_status!r}, {python_status!r}", file=sys.stderr)
+        return [], ""
+
+    def empty(values: pa.Array) -> pa.Array:
+        """The floor of any to_avro that is a column function: the struct column goes to a
+        Python worker as Arrow, and a binary column (of empty values) comes back."""
+        offsets = pa.py_buffer(bytes(4 * (len(values) + 1)))
+        return pa.Array.from_buffers(pa.binary(), len(values), [None, offsets, pa.py_buffer(b"")])
+
+    floor = structs.select(_arrow_udf(empty, BinaryType(), "empty")("e").alias("v"))
+    return [*queries, ("write_floor_udf", floor)], native_status
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=200_000)
@@ -137,11 +231,13 @@ def main(argv: list[str] | None = None) -> int:
 
     from pyspark.sql import functions as F
     from pyspark.sql.avro.functions import from_avro as spark_from_avro
+    from pyspark.sql.avro.functions import to_avro as spark_to_avro
     from pyspark.sql.types import BinaryType
 
-    from kafka_direct.functions import _arrow_udf, from_avro
+    from kafka_direct.functions import _arrow_udf, from_avro, to_avro
     from kafka_direct.schema_registry import avro_native
     from kafka_direct.schema_registry.avro_codec import AvroDecoder
+    from kafka_direct.schema_registry.avro_encoder import AvroEncoder
     from kafka_direct.schema_registry.avro_read import spark_type_of
     from kafka_direct.schema_registry.client import RegistryClient
     from kafka_direct.schema_registry.options import parse_registry
@@ -165,8 +261,23 @@ def main(argv: list[str] | None = None) -> int:
         "fastavro": [],
         "c_decoder": [],
         "identity_udf": [],
+        "write_kafka_direct": [],
+        "write_fastavro_udf": [],
+        "write_spark_avro": [],
+        "write_floor_udf": [],
+        "c_encoder": [],
+        "fastavro_encoder": [],
     }
-    per_cpu_s: dict[str, list[float]] = {"kafka_direct": [], "spark_avro": [], "identity_udf": []}
+    per_cpu_s: dict[str, list[float]] = {
+        "kafka_direct": [],
+        "spark_avro": [],
+        "identity_udf": [],
+        "write_kafka_direct": [],
+        "write_fastavro_udf": [],
+        "write_spark_avro": [],
+        "write_floor_udf": [],
+    }
+    encoder_status = ""
     with SchemaRegistry() as registry:
         print(
             f"registry: Apicurio {registry.version} started in {registry.startup_s:.1f} s, "
@@ -214,12 +325,20 @@ def main(argv: list[str] | None = None) -> int:
                 if tuple(check) != (args.records, expected_sum):
                     print(f"FAILED check: {name} decoded {tuple(check)}", file=sys.stderr)
                     return 1
+            writes, encoder_status = _write_queries(
+                spark, theirs, schema_text, registry.url, args.records, to_avro, spark_to_avro
+            )
+            if not writes:
+                return 1
+            encoder = AvroEncoder(schema_text, schema_id)
+            structs = pa.array(records, arrow_type)  # what to_avro's UDF gets, in this process
             jvm = spark.sparkContext._gateway.proc.pid
             for _ in range(args.rounds):
                 for name, query in (
                     ("kafka_direct", ours),
                     ("spark_avro", theirs),
                     ("identity_udf", identity),
+                    *writes,
                 ):
                     cpu = _tree_cpu_s(jvm)
                     seconds = _time(lambda q=query: q.write.format("noop").mode("overwrite").save())
@@ -240,23 +359,40 @@ def main(argv: list[str] | None = None) -> int:
                         decoder.decode(batch.slice(start, 10_000))
 
                 results["c_decoder"].append(args.records / _time(native))
+
+                def encode(python: bool) -> None:
+                    prefix = header(schema_id)
+                    for start in range(0, len(structs), 10_000):
+                        part = structs.slice(start, 10_000)
+                        encoder._encode_python(part, prefix) if python else encoder.encode(part)
+
+                results["c_encoder"].append(args.records / _time(lambda: encode(False)))
+                results["fastavro_encoder"].append(args.records / _time(lambda: encode(True)))
         finally:
             spark.stop()
 
     median = {name: statistics.median(values) for name, values in results.items()}
     print(f"\n{args.records:,} records, {args.partitions} Spark cores, median of {args.rounds}")
     print(f"kafka_direct's decoder: {avro_native.status()}")
+    print(f"kafka_direct's encoder: {encoder_status} (in Spark's Python workers)")
     print(f"load average (1, 5, 15 min) before: {load_before}, after: {os.getloadavg()}")
-    print(f"{'decoder':<42}{'records/s':>14}{'vs Spark':>10}")
+    print(f"{'decoder / encoder':<42}{'records/s':>14}{'vs Spark':>10}")
     labels = {
         "kafka_direct": "kafka_direct from_avro (wire format)",
         "spark_avro": "Spark from_avro (header stripped)",
         "fastavro": "fastavro loop, 1 core, no Spark",
         "c_decoder": "kafka_direct's decoder, 1 core, no Spark",
         "identity_udf": "Arrow UDF returning its input (floor)",
+        "write_kafka_direct": "kafka_direct to_avro (wire format)",
+        "write_fastavro_udf": "kafka_direct to_avro, NATIVE_AVRO=0",
+        "write_spark_avro": "Spark to_avro (bare)",
+        "write_floor_udf": "Arrow UDF, struct in, empty out (floor)",
+        "c_encoder": "kafka_direct's encoder, 1 core, no Spark",
+        "fastavro_encoder": "its fastavro path, 1 core, no Spark",
     }
     for name, value in median.items():
-        print(f"{labels[name]:<42}{value:>14,.0f}{value / median['spark_avro']:>9.2f}x")
+        spark_row = "write_spark_avro" if name in _WRITE_ROWS else "spark_avro"
+        print(f"{labels[name]:<42}{value:>14,.0f}{value / median[spark_row]:>9.2f}x")
     cpu_median = {
         name: statistics.median(values) if values else float("nan")
         for name, values in per_cpu_s.items()
@@ -265,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
         f"\n{'per CPU second (Spark JVM + its Python workers)':<48}{'records':>10}{'vs Spark':>10}"
     )
     for name, value in cpu_median.items():
-        ratio = value / cpu_median["spark_avro"]
+        ratio = value / cpu_median["write_spark_avro" if name in _WRITE_ROWS else "spark_avro"]
         print(f"{labels[name]:<48}{value:>10,.0f}{ratio:>9.2f}x")
     if args.json:
         with open(args.json, "w") as figures:
@@ -276,6 +412,7 @@ def main(argv: list[str] | None = None) -> int:
                     "median": median,
                     "records_per_cpu_s": per_cpu_s,
                     "decoder": avro_native.status(),
+                    "encoder": encoder_status,
                     "load_before": load_before,
                     "load_after": os.getloadavg(),
                 },

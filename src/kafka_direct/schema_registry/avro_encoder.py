@@ -1,10 +1,12 @@
 """Arrow arrays of Spark values → Avro records (bare, or in the Confluent wire format), for
 ``to_avro``'s Arrow UDF. Runs in the Spark Python worker.
 
-Every record is written into one buffer (header + Avro, with fastavro), and the output
-``binary`` array is built from that buffer and the record offsets, without a bytes object per
-record. Without a schema, the schema is derived from the first batch's type
-(:mod:`.avro_derive`) and registered once per worker process.
+Every record is written into one buffer (header + Avro), and the output ``binary`` array is
+built from that buffer and the record offsets, without a bytes object per record. The records
+are written in C (:mod:`.avro_encode_native`) where the extension is built and covers the
+schema and column type, else with fastavro; a batch the C code stops on goes through fastavro,
+so its bytes and its errors are fastavro's either way. Without a schema, the schema is derived
+from the first batch's type (:mod:`.avro_derive`) and registered once per worker process.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ import fastavro
 import pyarrow as pa
 from fastavro.schema import expand_schema
 
+from kafka_direct.schema_registry import avro_encode_native
 from kafka_direct.schema_registry.avro_codec import Converter, from_spark_converter
+from kafka_direct.schema_registry.avro_encode_program import EncodeProgram
 from kafka_direct.schema_registry.client import RegistryClient
 from kafka_direct.schema_registry.options import RegistryOptions
 from kafka_direct.schema_registry.wire import header
@@ -46,9 +50,10 @@ class AvroEncoder:
         self.schema_id = schema_id
         self.derive_for = derive_for
         self._state: tuple[Any, Converter | None] | None = None
+        self._programs: dict[pa.DataType, EncodeProgram | None] = {}
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_state": None}
+        return {**self.__dict__, "_state": None, "_programs": {}}
 
     def _derive(self, arrow_type: pa.DataType) -> None:
         import json
@@ -68,8 +73,36 @@ class AvroEncoder:
         self.schema, self.schema_id = schema, found
 
     def encode(self, values: pa.Array) -> pa.Array:
+        """One Arrow batch of Spark values → the binary column of their Avro records."""
         if self.schema is None:
             self._derive(values.type)
+        assert self.schema is not None
+        prefix = b"" if self.schema_id is None else header(self.schema_id)
+        if values.type not in self._programs:
+            import json
+
+            self._programs[values.type] = avro_encode_native.program(
+                json.loads(self.schema), values.type
+            )
+        compiled = self._programs[values.type]
+        if compiled is None:
+            return self._encode_python(values, prefix)
+        encoded = avro_encode_native.encode(values, compiled, prefix)
+        if encoded.array is not None:
+            return encoded.array
+        # fastavro writes what the C code would not (so the bytes are its bytes), or raises
+        # today's error, which then also names the row the C code stopped at
+        try:
+            return self._encode_python(values, prefix)
+        except Exception as exc:
+            reason = avro_encode_native.REASONS.get(encoded.code, f"code {encoded.code}")
+            add_note = getattr(exc, "add_note", None)  # Python 3.11 and later
+            if add_note is not None:
+                add_note(f"to_avro: row {encoded.row} of this batch has {reason}.")
+            raise
+
+    def _encode_python(self, values: pa.Array, prefix: bytes) -> pa.Array:
+        """The fastavro path: a Python object per record and field."""
         assert self.schema is not None
         if self._state is None:
             import json
@@ -80,7 +113,6 @@ class AvroEncoder:
                 from_spark_converter(expand_schema(loaded)),
             )
         parsed, convert = self._state
-        prefix = b"" if self.schema_id is None else header(self.schema_id)
         out = io.BytesIO()
         offsets = [0]
         write = fastavro.schemaless_writer
