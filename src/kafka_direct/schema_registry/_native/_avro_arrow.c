@@ -18,95 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "_arrow_batch.h"
 #include "_avro_decode.h"
 
-typedef struct {
-  Py_buffer data, offsets, validity;
-  int has_data, has_offsets, has_validity;
-  int width;
-  Py_ssize_t first, count;
-} batch;
-
-static void batch_release(batch *b) {
-  if (b->has_data) PyBuffer_Release(&b->data);
-  if (b->has_offsets) PyBuffer_Release(&b->offsets);
-  if (b->has_validity) PyBuffer_Release(&b->validity);
-}
-
-/* Takes and checks the column's buffers: the offsets of rows first..first+count must be inside
- * their buffer, rising, and inside the data buffer. */
-static int batch_open(batch *b, PyObject *data, PyObject *offsets, int width, PyObject *validity,
-                      Py_ssize_t first, Py_ssize_t count) {
-  memset(b, 0, sizeof *b);
-  b->width = width;
-  b->first = first;
-  b->count = count;
-  if (width != 4 && width != 8) {
-    PyErr_SetString(PyExc_ValueError, "offset width must be 4 or 8");
-    return -1;
-  }
-  if (first < 0 || count < 0) {
-    PyErr_SetString(PyExc_ValueError, "negative row range");
-    return -1;
-  }
-  if (data != Py_None) {
-    if (PyObject_GetBuffer(data, &b->data, PyBUF_SIMPLE) < 0) return -1;
-    b->has_data = 1;
-  }
-  if (PyObject_GetBuffer(offsets, &b->offsets, PyBUF_SIMPLE) < 0) return -1;
-  b->has_offsets = 1;
-  if (validity != Py_None) {
-    if (PyObject_GetBuffer(validity, &b->validity, PyBUF_SIMPLE) < 0) return -1;
-    b->has_validity = 1;
-    if (b->validity.len < (first + count + 7) / 8) {
-      PyErr_SetString(PyExc_ValueError, "validity buffer too short");
-      return -1;
-    }
-  }
-  if (b->offsets.len / width < first + count + 1) {
-    PyErr_SetString(PyExc_ValueError, "offsets buffer too short");
-    return -1;
-  }
-  Py_ssize_t data_len = b->has_data ? b->data.len : 0;
-  int64_t previous = -1;
-  for (Py_ssize_t i = 0; i <= count; i++) {
-    int64_t at;
-    if (width == 4) {
-      int32_t v;
-      memcpy(&v, (const char *)b->offsets.buf + (first + i) * 4, 4);
-      at = v;
-    } else {
-      memcpy(&at, (const char *)b->offsets.buf + (first + i) * 8, 8);
-    }
-    if (at < 0 || at > data_len || at < previous) {
-      PyErr_SetString(PyExc_ValueError, "offsets outside the data buffer");
-      return -1;
-    }
-    previous = at;
-  }
-  return 0;
-}
-
-static int64_t offset_at(const batch *b, Py_ssize_t row) {
-  if (b->width == 4) {
-    int32_t v;
-    memcpy(&v, (const char *)b->offsets.buf + (b->first + row) * 4, 4);
-    return v;
-  }
-  int64_t v;
-  memcpy(&v, (const char *)b->offsets.buf + (b->first + row) * 8, 8);
-  return v;
-}
-
-static int is_valid(const batch *b, Py_ssize_t row) {
-  if (!b->has_validity) return 1;
-  Py_ssize_t bit = b->first + row;
-  return (((const uint8_t *)b->validity.buf)[bit / 8] >> (bit % 8)) & 1;
-}
-
-static const uint8_t *data_at(const batch *b, int64_t at) {
-  return b->has_data ? (const uint8_t *)b->data.buf + at : (const uint8_t *)"";
-}
 
 static uint32_t framed_id(const uint8_t *p) {
   return ((uint32_t)p[1] << 24) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 8) | p[4];
