@@ -39,27 +39,8 @@ from kafka_direct.schema_registry.protobuf_codec import (
     to_spark_type,
 )
 from kafka_direct.schema_registry.wire import header
+from kafka_direct.testing.samples import ORDER_PROTO as PROTO
 
-PROTO = """syntax = "proto3";
-package shop.v1;
-import "google/protobuf/timestamp.proto";
-message Order {
-  enum Kind { NEW = 0; OLD = 1; }
-  int64 id = 1;
-  string customer = 2;
-  repeated string tags = 3;
-  map<string, int32> counts = 4;
-  Kind kind = 5;
-  Line first = 6;
-  repeated Line lines = 7;
-  google.protobuf.Timestamp at = 8;
-  optional string note = 9;
-  bytes blob = 10;
-  double amount = 11;
-  bool paid = 12;
-}
-message Line { string sku = 1; int32 quantity = 2; }
-"""
 URL = "http://speed.invalid"
 SCHEMA_ID = 7
 

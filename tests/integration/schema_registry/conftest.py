@@ -17,9 +17,8 @@ from typing import Any
 
 import pytest
 
+from kafka_direct.testing.samples import ORDER_PROTO as PROTO
 from kafka_direct.testing.schema_registry import SchemaRegistry
-
-from .order_proto import PROTO
 
 _names = itertools.count()
 

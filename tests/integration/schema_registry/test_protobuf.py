@@ -14,8 +14,7 @@ from pyspark.errors import PythonException
 from kafka_direct.functions import from_protobuf, to_protobuf
 from kafka_direct.schema_registry.protobuf_codec import message_indexes
 from kafka_direct.schema_registry.wire import header
-
-from .order_proto import PROTO
+from kafka_direct.testing.samples import ORDER_PROTO as PROTO
 
 UTC = datetime.timezone.utc
 
