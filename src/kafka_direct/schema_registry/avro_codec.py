@@ -36,7 +36,7 @@ from kafka_direct.schema_registry.errors import (
 from kafka_direct.schema_registry.options import RegistryOptions
 from kafka_direct.schema_registry.read_plan import Where, batch_row, capital
 from kafka_direct.schema_registry.references import avro_schema
-from kafka_direct.schema_registry.wire import HEADER_SIZE, preview, split_header
+from kafka_direct.schema_registry.wire import HEADER_SIZE, header, preview, split_header
 
 __all__ = ["AvroDecoder", "from_spark_converter", "to_spark_converter"]
 
@@ -205,6 +205,16 @@ def _record_converter(
     return record
 
 
+def _first_row_of(values: pa.Array, schema_id: int) -> int:
+    """The first row written with ``schema_id`` (for a message; runs only on an error)."""
+    wanted = header(schema_id)
+    for row, value in enumerate(values):
+        data = value.as_py()
+        if data is not None and data[:HEADER_SIZE] == wanted:
+            return row
+    return 0
+
+
 def _binary_views(values: pa.Array) -> tuple[bytes, list[int]]:
     """The value buffer of a (large) binary array and its ``len + 1`` record offsets."""
     if pa.types.is_large_binary(values.type):
@@ -322,6 +332,11 @@ class AvroDecoder:
                     missing[schema_id] = exc
                     programs.append((schema_id, None))  # its records are bad records
                     continue
+                except SchemaRegistryError as exc:
+                    # Unreachable or refusing us: not the records' fault, so it fails in both
+                    # modes, naming the first record that needs the schema.
+                    row = _first_row_of(values, schema_id)
+                    raise type(exc)(f"{exc} It is the writer schema of {where(row)}.") from None
                 program = native.program(schema_id, writer)
                 if program is not None:  # else its records go to fastavro, as fallback rows
                     programs.append((schema_id, program))
@@ -404,7 +419,7 @@ class AvroDecoder:
                     schema_id = int.from_bytes(data[begin + 1 : begin + HEADER_SIZE], "big")
                     try:
                         writer = self._writer(schema_id)
-                    except (SchemaNotFoundError, WireFormatError) as exc:
+                    except SchemaRegistryError as exc:
                         where_ = where(at(row))
                         raise type(exc)(f"{exc} It is the writer schema of {where_}.") from None
                     stream.seek(begin + HEADER_SIZE)

@@ -26,7 +26,11 @@ import pyarrow as pa
 from kafka_direct.errors import KafkaDirectError
 from kafka_direct.schema_registry import protobuf_native
 from kafka_direct.schema_registry.avro_native import merge
-from kafka_direct.schema_registry.errors import SchemaNotFoundError, WireFormatError
+from kafka_direct.schema_registry.errors import (
+    SchemaNotFoundError,
+    SchemaRegistryError,
+    WireFormatError,
+)
 from kafka_direct.schema_registry.options import RegistryOptions
 from kafka_direct.schema_registry.protobuf_program import Program, Unsupported, compile_program
 from kafka_direct.schema_registry.protobuf_schema import (
@@ -294,10 +298,8 @@ class ProtobufDecoder:
                 indexes = [0] if count == 0 else [_read_varint(stream) for _ in range(count)]
                 try:
                     cls = self._message_class(schema_id, indexes, classes)
-                except SchemaNotFoundError as exc:
-                    raise SchemaNotFoundError(
-                        f"{exc} It is the writer schema of {where(row)}."
-                    ) from None
+                except SchemaRegistryError as exc:
+                    raise type(exc)(f"{exc} It is the writer schema of {where(row)}.") from None
                 out.append(_to_python(cls.FromString(stream.read())))
             except (SchemaNotFoundError, WireFormatError):
                 if self.mode == "FAILFAST":

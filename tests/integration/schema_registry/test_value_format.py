@@ -18,7 +18,7 @@ from pyspark.errors import PySparkException
 from kafka_direct.functions import from_avro, from_protobuf
 from kafka_direct.schema_registry.wire import header
 
-from .test_avro import ORDER, _as_spark, _order
+from .test_avro import ORDER, _as_spark, _dead_address, _order
 from .test_protobuf import _orders, _spark_value
 
 V1 = {
@@ -185,6 +185,27 @@ def test_bad_records_are_kept_aside_or_named_by_topic_partition_and_offset(
     ).load()
     with pytest.raises(PySparkException, match="no schema with id 987654"):
         only_unknown.collect()
+
+    # The reader schema given, the registry unreachable: load() needs no registry, the task
+    # does, and fails naming the first record that needs the writer schema, in both modes.
+    unreachable = reader(
+        subscribe=topic,
+        startingOffsets="earliest",
+        valueFormat="avro",
+        schemaRegistryAddress=_dead_address(),
+        jsonFormatSchema=json.dumps(V1),
+        mode="PERMISSIVE",
+        **{"confluent.schema.registry.timeout.ms": "2000"},
+    ).load()
+    with pytest.raises(PySparkException) as down:
+        unreachable.collect()
+    schema_id = int.from_bytes(good[0][1:5], "big")
+    message = str(down.value)
+    assert "Could not reach the Schema Registry" in message
+    assert f"schema with id {schema_id})" in message
+    assert message.rstrip().endswith(
+        f"It is the writer schema of the record at offset 0 in partition 0 of topic '{topic}'."
+    )
 
 
 def test_a_stream_restarted_from_its_checkpoint_decodes_every_record_once(
