@@ -36,9 +36,9 @@ DRIVER, TASK = HERE / "eos_driver.py", HERE / "eos_task.py"
 SCHEMA = StructType([StructField("value", BinaryType())])
 
 
-@pytest.fixture(scope="module")
-def bootstrap() -> Iterator[str]:
-    # The coordinator looks for timed-out transactions every second (10 s by default).
+def transactions_cluster() -> Iterator[str]:
+    """A real broker whose coordinator looks for timed-out transactions every second (10 s by
+    default); the bootstrap servers, for a module fixture."""
     cluster = KafkaCluster(transaction_abort_timed_out_transaction_cleanup_interval_ms=1000)
     try:
         cluster.start()
@@ -46,6 +46,11 @@ def bootstrap() -> Iterator[str]:
         pytest.fail(f"Real Kafka could not start: {exc}", pytrace=False)
     yield cluster.bootstrap_servers
     cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def bootstrap() -> Iterator[str]:
+    yield from transactions_cluster()
 
 
 @pytest.fixture(autouse=True)
@@ -308,12 +313,11 @@ def _batches_in(checkpoint: Path, log: str) -> int:
     return len([p for p in folder.iterdir() if p.name.isdigit()]) if folder.exists() else 0
 
 
-@pytest.mark.serial
-@pytest.mark.slow
-@pytest.mark.parametrize("fail_first", [False, True], ids=["plain", "tasks-fail-first-attempt"])
-def test_a_stream_writes_each_record_once_through_five_driver_sigkills(
+def writes_each_record_once_through_five_driver_sigkills(
     bootstrap: str, tmp_path: Path, fail_first: bool
 ) -> None:
+    """The stream sink through five SIGKILLs of its driver (test_sink_exactly_once_kills*.py:
+    one file per variant, so that the serial run's two workers take one each)."""
     source, out = _topics(bootstrap, 2, 2)
     values = [f"r{i:05d}".encode() for i in range(1600)]
     _produce(bootstrap, source, values, 2)
