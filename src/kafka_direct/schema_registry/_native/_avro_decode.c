@@ -5,6 +5,7 @@
  * left, and every program node against the program's size: a malformed or truncated record is
  * an error code for that record, never a read outside the batch. */
 #include "_avro_decode.h"
+#include "_utf8.h"
 
 #include <string.h>
 
@@ -36,35 +37,6 @@ static int read_length(kd_input *in, size_t *out) {
   if ((uint64_t)n > (uint64_t)(in->end - in->p)) return E_TRUNCATED;
   *out = (size_t)n;
   return 0;
-}
-
-/* Strict UTF-8, as Python's decoder (and so fastavro) checks it: no overlong forms, no
- * surrogates, nothing above U+10FFFF. */
-static int valid_utf8(const uint8_t *s, size_t n) {
-  size_t i = 0;
-  while (i < n) {
-    uint8_t c = s[i];
-    if (c < 0x80) {
-      i++;
-      continue;
-    }
-    size_t len;
-    uint32_t cp;
-    if (c >= 0xc2 && c <= 0xdf) { len = 2; cp = c & 0x1f; }
-    else if (c >= 0xe0 && c <= 0xef) { len = 3; cp = c & 0x0f; }
-    else if (c >= 0xf0 && c <= 0xf4) { len = 4; cp = c & 0x07; }
-    else return 0;
-    if (n - i < len) return 0;
-    for (size_t k = 1; k < len; k++) {
-      if ((s[i + k] & 0xc0) != 0x80) return 0;
-      cp = (cp << 6) | (s[i + k] & 0x3f);
-    }
-    if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
-        (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
-      return 0;
-    i += len;
-  }
-  return 1;
 }
 
 static int put_int(kd_builder *b, int64_t v, int conv) {
@@ -164,7 +136,7 @@ static int run_blocks(kd_decoder *d, const int32_t *node, size_t size, kd_input 
       if (is_map) {
         size_t n;
         if ((err = read_length(in, &n))) return err;
-        if (!valid_utf8(in->p, n)) return E_UTF8;
+        if (!kd_valid_utf8(in->p, n)) return E_UTF8;
         if (b) {
           if ((err = kd_append_valid(&d->builders->b[entries]))) return err;
           if ((err = kd_append_bytes(&d->builders->b[keys], in->p, n))) return err;
@@ -231,7 +203,7 @@ static int run_at(kd_decoder *d, const int32_t *node, size_t size, kd_input *in,
       const uint8_t *s = in->p;
       in->p += n;
       if (op == OP_DEC_BYTES) return b ? put_decimal(b, s, n, node[3]) : 0;
-      if (node[3] && !valid_utf8(s, n)) return E_UTF8;
+      if (node[3] && !kd_valid_utf8(s, n)) return E_UTF8;
       return b ? kd_append_bytes(b, s, n) : 0;
     }
     case OP_FIXED:

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "_avro_encode.h"
+#include "_utf8.h"
 
 /* [start, end) of variable-length value j (string, binary, list, map), from its offsets. */
 int enc_span(const column *c, int64_t j, int width, int64_t *start, int64_t *end) {
@@ -57,51 +58,9 @@ static int encode_kid(encoder *e, int64_t at, int64_t j) {
   return encode_node(e, e->kids[at], j);
 }
 
-/* Strict UTF-8, as Python's decoder checks it (no overlong forms, no surrogates, nothing above
- * U+10FFFF): Spark's strings may hold any bytes (a binary cast to string), and on fastavro's
- * path pyarrow's to_pylist fails on them, so they go to that path to fail as they do today. */
-int enc_utf8(const uint8_t *s, int64_t n) {
-  int64_t i = 0;
-  while (i < n) {
-    if (n - i >= 8) { /* ASCII runs, 8 bytes a step: the common case */
-      uint64_t word;
-      memcpy(&word, s + i, 8);
-      if (!(word & 0x8080808080808080ULL)) {
-        i += 8;
-        continue;
-      }
-    }
-    uint8_t c = s[i];
-    if (c < 0x80) {
-      i++;
-      continue;
-    }
-    int64_t len;
-    uint32_t cp;
-    if (c >= 0xc2 && c <= 0xdf) {
-      len = 2;
-      cp = c & 0x1f;
-    } else if (c >= 0xe0 && c <= 0xef) {
-      len = 3;
-      cp = c & 0x0f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-      len = 4;
-      cp = c & 0x07;
-    } else {
-      return 0;
-    }
-    if (n - i < len) return 0;
-    for (int64_t k = 1; k < len; k++) {
-      if ((s[i + k] & 0xc0) != 0x80) return 0;
-      cp = (cp << 6) | (s[i + k] & 0x3f);
-    }
-    if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
-        (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
-      return 0;
-    i += len;
-  }
-  return 1;
-}
+/* Spark's strings may hold any bytes (a binary cast to string), and on fastavro's path pyarrow's
+ * to_pylist fails on them, so they go to that path to fail as they do today. */
+int enc_utf8(const uint8_t *s, int64_t n) { return n >= 0 && kd_valid_utf8(s, (size_t)n); }
 
 typedef struct {
   const uint8_t *p;

@@ -12,6 +12,7 @@
  * map), an enum number without a name, a string that is not UTF-8, a wire type that does not
  * match the field, a field number out of range, groups, and anything malformed. */
 #include "_protobuf_decode.h"
+#include "_utf8.h"
 
 #include <string.h>
 
@@ -93,41 +94,6 @@ static const int32_t *message_at(const pb_decoder *d, int m) {
 
 static const int32_t *enum_at(const pb_decoder *d, int e) {
   return d->code + d->code[2 + d->code[0] + e];
-}
-
-static int utf8_valid(const uint8_t *s, size_t n) {
-  size_t i = 0;
-  while (i < n) {
-    uint8_t c = s[i];
-    if (c < 0x80) {
-      i++;
-      continue;
-    }
-    size_t len;
-    uint32_t cp;
-    if (c >= 0xC2 && c <= 0xDF) {
-      len = 2;
-      cp = c & 0x1F;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      len = 3;
-      cp = c & 0x0F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      len = 4;
-      cp = c & 0x07;
-    } else {
-      return 0;
-    }
-    if (n - i < len) return 0;
-    for (size_t k = 1; k < len; k++) {
-      if ((s[i + k] & 0xC0) != 0x80) return 0;
-      cp = (cp << 6) | (s[i + k] & 0x3F);
-    }
-    if ((len == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
-        (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
-      return 0;
-    i += len;
-  }
-  return 1;
 }
 
 /* -- checking the program ------------------------------------------------------------------ */
@@ -298,7 +264,7 @@ static int append_value(pb_decoder *d, int type, int aux, int b, const uint8_t *
         if (timestamp(value, value + n, &micros)) return FB;
         return kd_append_fixed(&d->builders->b[b], &micros, 8);
       }
-      if (type == PT_STRING && !utf8_valid(value, (size_t)n)) return FB;
+      if (type == PT_STRING && !kd_valid_utf8(value, (size_t)n)) return FB;
       if (null_if_zero && n == 0) return kd_append_null(d->builders, b);
       return kd_append_bytes(&d->builders->b[b], value, (size_t)n);
     }
