@@ -76,6 +76,7 @@ PURE = [
     "kafka_direct.schema_registry.avro_types",
     "kafka_direct.schema_registry.errors",
     "kafka_direct.schema_registry.json_types",
+    "kafka_direct.schema_registry.native_switch",
     "kafka_direct.schema_registry.options",
     "kafka_direct.schema_registry.wire",
 ]

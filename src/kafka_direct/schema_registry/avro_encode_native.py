@@ -15,7 +15,6 @@ It is used when the extension was compiled at install and the environment variab
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Any, NamedTuple
 
@@ -27,6 +26,7 @@ from kafka_direct.schema_registry.avro_encode_program import (
     Unsupported,
     compile_encoder,
 )
+from kafka_direct.schema_registry.native_switch import native_on, native_status
 
 __all__ = ["DISABLE_ENV", "REASONS", "Encoded", "available", "encode", "program", "status"]
 
@@ -61,16 +61,18 @@ REASONS = {
 
 
 def available() -> bool:
-    return _avro_encode is not None and os.environ.get(DISABLE_ENV, "1") != "0"
+    return native_on(_avro_encode, DISABLE_ENV)
 
 
 def status() -> str:
     """Whether to_avro encodes in C here, and if not, why."""
-    if _avro_encode is None:
-        return f"fastavro: the C encoder is not available ({_IMPORT_ERROR})"
-    if os.environ.get(DISABLE_ENV, "1") == "0":
-        return f"fastavro: {DISABLE_ENV}=0"
-    return "C encoder (kafka_direct.schema_registry._avro_encode)"
+    return native_status(
+        _avro_encode,
+        _IMPORT_ERROR,
+        DISABLE_ENV,
+        "fastavro",
+        "encoder",
+    )
 
 
 def program(schema: Any, arrow_type: pa.DataType) -> EncodeProgram | None:

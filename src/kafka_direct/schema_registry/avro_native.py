@@ -15,7 +15,6 @@ environment variable ``KAFKA_DIRECT_NATIVE_AVRO`` is not ``0``; :func:`status` s
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Any, NamedTuple
 
@@ -31,6 +30,7 @@ from kafka_direct.schema_registry.avro_program import (
     compile_program,
     normalize,
 )
+from kafka_direct.schema_registry.native_switch import native_on, native_status
 
 __all__ = [
     "DISABLE_ENV",
@@ -81,16 +81,18 @@ REASONS = {
 
 
 def available() -> bool:
-    return _avro_arrow is not None and os.environ.get(DISABLE_ENV, "1") != "0"
+    return native_on(_avro_arrow, DISABLE_ENV)
 
 
 def status() -> str:
     """Whether from_avro decodes in C here, and if not, why."""
-    if _avro_arrow is None:
-        return f"fastavro: the C decoder is not available ({_IMPORT_ERROR})"
-    if os.environ.get(DISABLE_ENV, "1") == "0":
-        return f"fastavro: {DISABLE_ENV}=0"
-    return "C decoder (kafka_direct.schema_registry._avro_arrow)"
+    return native_status(
+        _avro_arrow,
+        _IMPORT_ERROR,
+        DISABLE_ENV,
+        "fastavro",
+        "decoder",
+    )
 
 
 def binary_buffers(values: pa.Array) -> tuple[Any, Any, int, Any]:

@@ -18,12 +18,12 @@ It is used when the extension was compiled at install and the environment variab
 
 from __future__ import annotations
 
-import os
 import sys
 
 import pyarrow as pa
 
 from kafka_direct.schema_registry.avro_native import assemble, binary_buffers
+from kafka_direct.schema_registry.native_switch import native_on, native_status
 from kafka_direct.schema_registry.protobuf_program import Program
 
 __all__ = ["DISABLE_ENV", "available", "decode", "headers", "status"]
@@ -44,16 +44,18 @@ if sys.byteorder != "little":  # Protobuf's fixed-width values and Arrow's are l
 
 
 def available() -> bool:
-    return _protobuf_arrow is not None and os.environ.get(DISABLE_ENV, "1") != "0"
+    return native_on(_protobuf_arrow, DISABLE_ENV)
 
 
 def status() -> str:
     """Whether from_protobuf decodes in C here, and if not, why."""
-    if _protobuf_arrow is None:
-        return f"Python: the C decoder is not available ({_IMPORT_ERROR})"
-    if os.environ.get(DISABLE_ENV, "1") == "0":
-        return f"Python: {DISABLE_ENV}=0"
-    return "C decoder (kafka_direct.schema_registry._protobuf_arrow)"
+    return native_status(
+        _protobuf_arrow,
+        _IMPORT_ERROR,
+        DISABLE_ENV,
+        "Python",
+        "decoder",
+    )
 
 
 def headers(values: pa.Array) -> set[tuple[int, bytes]]:
