@@ -9,6 +9,7 @@ Every error the library raises on purpose derives from :class:`KafkaDirectError`
      ├── DataLossError               offsets vanished or went backwards while failOnDataLoss=true
      ├── OffsetConflictError         an offset store was not where this batch expected (a replay)
      ├── BatchFailedError            a direct stream's batch function raised (nothing committed)
+     ├── IncompleteInputError        a sink task's input was cut off upstream (nothing committed)
      ├── ReceiverFailedError         a receiver stream's receiver kept dying, or cannot run
      ├── StreamStateError            a direct stream method was called in the wrong state
      ├── KafkaClientError            a librdkafka error, translated in one place (kafka/translate)
@@ -40,6 +41,7 @@ __all__ = [
     "DeliveryError",
     "EmbeddedBrokerError",
     "FetchTimeoutError",
+    "IncompleteInputError",
     "KafkaClientError",
     "KafkaDirectError",
     "OffsetConflictError",
@@ -145,6 +147,12 @@ class OffsetConflictError(KafkaDirectError):
             "The batch was not applied. It was probably applied already (a replay) or another "
             "process is writing the same group; run one writer per group."
         )
+
+
+class IncompleteInputError(KafkaDirectError):
+    """A sink task's input ended before Spark finished sending it: an operator upstream of the
+    sink failed in this task attempt (Spark reports that error as the task's cause). The task
+    commits nothing; Spark's retry of the task writes its rows."""
 
 
 class BatchFailedError(KafkaDirectError):

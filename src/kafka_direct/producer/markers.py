@@ -171,12 +171,14 @@ def check_replay(marker: Marker, task: TaskIdentity, rows: int, txn_id: str) -> 
     """A skipped task's rows must be the committed ones: the same number, at least."""
     if rows != marker.records:
         raise ReplayMismatchError(
-            f"The {task.describe()} was committed before with {marker.records} record(s) "
-            f"(transactional id '{txn_id}'), but its replay holds {rows} row(s): the query's "
-            "plan or partitioning changed between the runs, so the replay cannot be matched to "
-            "what is already in Kafka (writing it would duplicate records, skipping it could "
-            "lose some). Run the query with the plan it had when it stopped until this "
-            "micro-batch is committed, or start it with a new checkpoint and "
+            f"The {task.describe()} was committed before, by attempt {marker.attempt} of that "
+            f"task, with {marker.records} record(s) (transactional id '{txn_id}'), but this "
+            f"replay holds {rows} row(s). A task commits only once Spark sent it its whole "
+            "input, so the rows Spark replays for this task are not the committed ones: the "
+            "query's plan, its partitioning or its input changed between the runs. The replay "
+            "cannot be matched to what is already in Kafka (writing it would duplicate records, "
+            "skipping it could lose some). Run the query with the plan it had when it stopped "
+            "until this micro-batch is committed, or start it with a new checkpoint and "
             "'transactionalIdPrefix'."
         )
 

@@ -46,8 +46,14 @@ from kafka_direct.config.clients import connection_config
 from kafka_direct.config.fingerprint import config_fingerprint
 from kafka_direct.config.kafka import KafkaConfig
 from kafka_direct.config.sink import SinkOptions, parse_sink_options
-from kafka_direct.errors import ConfigurationError, KafkaClientError, KafkaDirectError
+from kafka_direct.errors import (
+    ConfigurationError,
+    IncompleteInputError,
+    KafkaClientError,
+    KafkaDirectError,
+)
 from kafka_direct.executor.task import task_info
+from kafka_direct.executor.task_input import InputEnd, check_supported, input_end
 from kafka_direct.kafka.admin import check_producer_config, new_admin_client
 from kafka_direct.kafka.events import ClientEvents, reach_advice
 from kafka_direct.kafka.translate import kafka_errors
@@ -144,6 +150,7 @@ def _transactions(
     if not opts.exactly_once:
         return None
     assert opts.marker_topic is not None
+    check_supported()
     prefix = opts.transactional_id_prefix
     if not prefix and stream:
         checkpoint = {str(k).lower(): v for k, v in options.items()}.get("checkpointlocation")
@@ -243,6 +250,7 @@ def _write(
 ) -> SinkCommitMessage:
     ensure_worker_logging()
     partition_id, attempt, batch_id = task_info()
+    batches = _whole_input(batches, settings, partition_id, attempt)
     try:
         if settings.transactions is None:
             result = write_batches(settings, batches, attempt=attempt)
@@ -255,6 +263,43 @@ def _write(
         result.records, result.batches, result.seconds, result.kind, partition_id, attempt,
         batch_id, result.skipped,
     )  # fmt: skip
+
+
+def _whole_input(
+    batches: Iterator[pa.RecordBatch], settings: WriteSettings, partition_id: int, attempt: int
+) -> Iterator[pa.RecordBatch]:
+    """``batches``, then a check that Spark sent the whole input (:mod:`~kafka_direct.executor.
+    task_input`). Raised from inside the writer's loop, so a cut-off input fails the write
+    before anything is made final: an exactly-once task aborts its transaction; an
+    at-least-once task stops, its records written so far stay, and Spark's retry writes all."""
+    rows = 0
+    for batch in batches:
+        rows += batch.num_rows
+        yield batch
+    end = input_end()
+    exactly_once = settings.transactions is not None
+    if end is InputEnd.COMPLETE or (end is InputEnd.UNKNOWN and not exactly_once):
+        return
+    what = (
+        "its transaction is aborted: none of these rows is visible to read_committed readers"
+        if exactly_once
+        else "the rows produced so far stay in Kafka (at-least-once)"
+    )
+    cause = (
+        "ended before Spark finished sending it: an operator upstream of the sink failed in "
+        "this task attempt (Spark reports that error)"
+        if end is InputEnd.CUT_OFF
+        else "ended, but Spark's finish signal did not follow it, so the sink cannot tell a "
+        "complete input from one cut off by an upstream failure"
+    )
+    topic = settings.columns.topic
+    where = f"to topic '{topic}'" if topic else "to the topics of its 'topic' column"
+    message = (
+        f"The input of write task {partition_id} (attempt {attempt}) {where} {cause}. It had "
+        f"received {rows} row(s); {what}. Spark's retry of the task writes its rows."
+    )
+    log.warning("%s", message)
+    raise IncompleteInputError(message)
 
 
 def _write_transaction(

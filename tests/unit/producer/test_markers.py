@@ -72,10 +72,12 @@ def test_markers_of_another_query_are_refused(
 def test_a_replay_must_hold_the_committed_rows() -> None:
     check_replay(Marker(10, batch_id=7), STREAM, 10, TXN)
     with pytest.raises(ReplayMismatchError) as info:
-        check_replay(Marker(10, batch_id=7), STREAM, 12, TXN)
+        check_replay(Marker(10, batch_id=7, attempt=2), STREAM, 12, TXN)
     message = str(info.value)
-    assert "micro-batch 7, partition 3 was committed before with 10 record(s)" in message
-    assert "its replay holds 12 row(s)" in message and "plan or partitioning changed" in message
+    assert "micro-batch 7, partition 3 was committed before, by attempt 2 of that" in message
+    assert "task, with 10 record(s)" in message
+    assert "this replay holds 12 row(s)" in message
+    assert "plan, its partitioning or its input changed" in message
 
 
 @pytest.mark.parametrize(
