@@ -228,6 +228,11 @@ class FakeMessage:
     def value(self) -> bytes | None:
         return self._entry.value if self._entry else None
 
+    def __len__(self) -> int:
+        # As confluent-kafka's: the value's length (an event's: its reason's).
+        value = self.value()
+        return len(value) if value else 0
+
     def timestamp(self) -> tuple[int, int]:
         # librdkafka: (TIMESTAMP_CREATE_TIME=1, ms); events have (TIMESTAMP_NOT_AVAILABLE=0, -1).
         return (1, self._entry.timestamp_ms) if self._entry else (0, -1)

@@ -26,6 +26,18 @@ from dataclasses import dataclass
 
 from kafka_direct.config.kafka import KafkaConfig
 
+#: The source option 'maxBatchBytes' by default: the most bytes of records (keys, values, and
+#: headers when they are read) in one Arrow batch of a read task. It also sizes the executors'
+#: prefetch (:func:`prefetch_tunables`).
+DEFAULT_MAX_BATCH_BYTES = 16 * 1024 * 1024
+
+#: librdkafka's own default 'fetch.max.bytes': the prefetch never asks for more per request.
+_FETCH_MAX_BYTES_CAP = 52_428_800
+
+#: The per-partition fetch size the executors use when the budget allows: fewer round trips
+#: while draining a backlog.
+_PARTITION_FETCH_BYTES = 4 * 1024 * 1024
+
 __all__ = [
     "ALIASES",
     "DEFAULT_DELIVERY_TIMEOUT_MS",
@@ -75,8 +87,37 @@ def executor_group_id(user_group_id: str | None, prefix: str, bootstrap: str, st
     return f"{prefix}-{digest}-executor"
 
 
+def prefetch_tunables(user: Mapping[str, str], max_batch_bytes: int) -> dict[str, str]:
+    """librdkafka's prefetch limits sized from a read's byte budget (``maxBatchBytes``), as the
+    Java consumer bounds the JVM connector with ``fetch.max.bytes`` and
+    ``max.partition.fetch.bytes``: whatever the number of partitions a consumer is assigned (a
+    packed task's one consumer too), its queue holds about one batch's worth of records, and
+    one fetch brings at most that much. A record larger than these limits is still fetched
+    (Kafka returns the first record of a partition whatever its size). Only where the user
+    has not set them."""
+    chosen = user.get("max.partition.fetch.bytes") or user.get("fetch.message.max.bytes")
+    try:
+        partition_fetch = int(chosen) if chosen else 0
+    except ValueError:  # librdkafka refuses it, with its own words, when the config is checked
+        partition_fetch = 0
+    partition_fetch = partition_fetch or min(_PARTITION_FETCH_BYTES, max_batch_bytes)
+    return {
+        # Bigger fetches mean fewer round trips while draining a backlog.
+        "max.partition.fetch.bytes": str(partition_fetch),
+        # One fetch request (all partitions on a broker) brings at most a budget's worth.
+        "fetch.max.bytes": str(max(partition_fetch, min(max_batch_bytes, _FETCH_MAX_BYTES_CAP))),
+        # Prefetch depth, kept to a budget's worth: a pooled consumer keeps its queue between
+        # micro-batches; a small queue costs no throughput (docs/performance.md).
+        "queued.max.messages.kbytes": str(max(max_batch_bytes // 1024, 1)),
+    }
+
+
 def executor_consumer_config(
-    user: Mapping[str, str], *, group_id: str, isolation_level: str
+    user: Mapping[str, str],
+    *,
+    group_id: str,
+    isolation_level: str,
+    max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
 ) -> dict[str, str]:
     """librdkafka consumer config for reading offset ranges on executors."""
     # Tunables, only where the user has not chosen: librdkafka's defaults favour a steady
@@ -85,11 +126,7 @@ def executor_consumer_config(
         # Default 1000 ms: once the local queue fills, the fetcher sleeps that long, which
         # stalls a reader that drains the queue quickly.
         "fetch.queue.backoff.ms": "10",
-        # Bigger fetches mean fewer round trips while draining a backlog.
-        "max.partition.fetch.bytes": "4194304",
-        # Prefetch depth per partition, kept small: a pooled consumer keeps its queue between
-        # micro-batches; a small queue costs no throughput (docs/performance.md).
-        "queued.max.messages.kbytes": "16384",
+        **prefetch_tunables(user, max_batch_bytes),
         "queued.min.messages": "100000",
         # Kafka's and librdkafka's default, kept on purpose. A range ends at or before offsets
         # the driver saw, so a fetch with data to return never waits this long; but a broker
@@ -292,3 +329,5 @@ class ExecutorSettings:
     cache_capacity: int
     cache_timeout_s: float
     fast_path: bool = True
+    #: 'maxBatchBytes': the most bytes of records in one Arrow batch.
+    max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES

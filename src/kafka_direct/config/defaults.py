@@ -42,6 +42,10 @@ OPTION_DEFAULTS: dict[str, str] = {
     "consumerCache.capacity": "64",
     "consumerCache.timeoutMs": "300000",
     "arrowBatchSize": "20000",
+    # The most key + value + header bytes in one Arrow batch a read task hands Spark (with
+    # arrowBatchSize, whichever comes first); it also sizes librdkafka's prefetch. Spark's JVM
+    # holds a few batches per task in its direct memory (1 GB by default): see docs/reading.md.
+    "maxBatchBytes": "16m",
     "fastPath.enabled": "true",
     # Exact ranges to read instead of planning them (the DStream API's batches, createRDD).
     "offsetRanges": "",
@@ -87,3 +91,17 @@ def parse_duration_ms(text: str) -> int:
     if not match:
         raise ValueError(f"not a duration: {text!r}")
     return int(match.group(1)) * _UNIT_MS[(match.group(2) or "ms").lower()]
+
+
+_BYTES = re.compile(r"^\s*(\d+)\s*(b|k|kb|m|mb|g|gb)?\s*$", re.IGNORECASE)
+_UNIT_BYTES = {"b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "g": 1 << 30}
+_UNIT_BYTES["gb"] = 1 << 30
+
+
+def parse_bytes(text: str) -> int:
+    """Spark's ``byteStringAsBytes``: '16m', '512k', '1g' (binary units); a bare number is
+    bytes."""
+    match = _BYTES.match(text)
+    if not match:
+        raise ValueError(f"not a size: {text!r}")
+    return int(match.group(1)) * _UNIT_BYTES[(match.group(2) or "b").lower()]

@@ -132,6 +132,7 @@ _PASS_THROUGH = {
         "consumerCache.capacity",
         "consumerCache.timeoutMs",
         "arrowBatchSize",
+        "maxBatchBytes",
         "fastPath.enabled",
         "pushdown.enabled",
     )

@@ -20,7 +20,7 @@ import difflib
 from collections.abc import Iterable, Mapping
 from typing import TypeVar
 
-from kafka_direct.config.defaults import parse_duration_ms
+from kafka_direct.config.defaults import parse_bytes, parse_duration_ms
 from kafka_direct.config.kafka import KafkaConfig, refuse_jvm_settings
 from kafka_direct.errors import ConfigurationError, UnsupportedKafkaOptionError
 from kafka_direct.redaction import REDACTED, is_secret
@@ -88,6 +88,22 @@ class OptionReader:
             raise ConfigurationError(
                 name, raw, "a duration such as '15m', '30s' or '500ms'"
             ) from None
+
+    def byte_size(self, name: str, *, minimum: int, maximum: int) -> int:
+        """Bytes, from Spark's size strings ('16m', '512k', '1g'; a bare number is bytes)."""
+        raw = self.text(name)
+        try:
+            value = parse_bytes(raw)
+        except ValueError:
+            value = -1
+        if not minimum <= value <= maximum:
+            raise ConfigurationError(
+                name,
+                raw,
+                f"a size from {minimum >> 10}k to {maximum >> 20}m, such as '16m' or '512k' "
+                "(a bare number is bytes)",
+            )
+        return value
 
     def choice(
         self, name: str, choices: tuple[_Choice, ...], expected: str | None = None

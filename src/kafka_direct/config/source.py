@@ -122,6 +122,8 @@ class ExecutorReads:
     poll_timeout_ms: int
     #: 'arrowBatchSize': rows per Arrow batch.
     batch_size: int
+    #: 'maxBatchBytes': bytes of records per Arrow batch (and the prefetch's size).
+    max_batch_bytes: int
     #: 'fastPath.enabled': read through the C fast path when it is available.
     fast_path: bool
 
@@ -168,7 +170,10 @@ class SourceOptions:
             self.strategy.describe(),
         )
         config = executor_consumer_config(
-            self.kafka, group_id=group, isolation_level=self.isolation_level
+            self.kafka,
+            group_id=group,
+            isolation_level=self.isolation_level,
+            max_batch_bytes=self.reads.max_batch_bytes,
         )
         return ExecutorSettings(
             consumer_config=KafkaConfig(config),
@@ -180,6 +185,7 @@ class SourceOptions:
             cache_capacity=self.consumer_cache.capacity,
             cache_timeout_s=max(self.consumer_cache.timeout_ms, 1) / 1000.0,
             fast_path=self.reads.fast_path,
+            max_batch_bytes=self.reads.max_batch_bytes,
         )
 
 
@@ -251,6 +257,9 @@ def parse_source_options(raw: Mapping[str, str], *, streaming: bool | None) -> S
         reads=ExecutorReads(
             poll_timeout_ms=opts.integer("kafkaConsumer.pollTimeoutMs", minimum=1),
             batch_size=_arrow_batch_size(opts),
+            max_batch_bytes=opts.byte_size(
+                "maxBatchBytes", minimum=MIN_BATCH_BYTES, maximum=MAX_BATCH_BYTES
+            ),
             fast_path=opts.boolean("fastPath.enabled"),
         ),
         value_format=parse_value_format(opts, strategy),
@@ -286,6 +295,12 @@ def _group(opts: OptionReader, kafka: KafkaConfig) -> str | None:
             "Remove the option, or set 'commitOffsets' to 'false' to switch commits off.",
         )
     return named or kafka.get("group.id") or None
+
+
+#: 'maxBatchBytes' bounds: a batch of at least a few records of common sizes; at most what one
+#: Arrow batch's int32 offsets can hold with room to spare (Spark's JVM could not take more).
+MIN_BATCH_BYTES = 64 * 1024
+MAX_BATCH_BYTES = 1024 * 1024 * 1024
 
 
 def _arrow_batch_size(opts: OptionReader) -> int:

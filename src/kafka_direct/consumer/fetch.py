@@ -12,7 +12,9 @@ because librdkafka already hides control records and (under ``read_committed``) 
   progress, with a clear :class:`FetchTimeoutError`.
 - An out-of-range position (the data is gone) goes through the ``failOnDataLoss`` policy, as on
   the driver.
-- Batches hold at most ``arrowBatchSize`` rows, so memory does not grow with the range.
+- Batches hold at most ``arrowBatchSize`` rows and about ``maxBatchBytes`` of records (a record
+  larger than that alone), so memory grows with neither the range nor the record size
+  (:mod:`~kafka_direct.consumer.budget`).
 
 The loop is the executor's hot path (``benchmarks/run.py`` measures it against a raw consumer):
 per batch of messages it makes one pass over them to find error events, checks the range bounds
@@ -33,6 +35,8 @@ import pyarrow as pa
 from confluent_kafka import KafkaError
 from confluent_kafka import TopicPartition as CkTopicPartition
 
+from kafka_direct.config.clients import DEFAULT_MAX_BATCH_BYTES
+from kafka_direct.consumer.budget import consume_within
 from kafka_direct.consumer.loss import check_short_log, out_of_range
 from kafka_direct.consumer.native import NativeConsumer
 from kafka_direct.consumer.rows import to_record_batch
@@ -86,8 +90,6 @@ class PartitionConsumer(TaskConsumer):
         self, consumer: KafkaConsumerLike | NativeConsumer, events: ClientEvents | None = None
     ) -> None:
         super().__init__(consumer, events)
-        #: Mean key + value bytes of the records last read (``None`` before any).
-        self.record_bytes: float | None = None
         self._assigned: tuple[str, int] | None = None
 
     def read(self, task: ReadTask) -> Iterator[pa.RecordBatch]:
@@ -96,22 +98,31 @@ class PartitionConsumer(TaskConsumer):
         start = task.log_starts.get(rng.topic_partition)
         return fetch_range(self, rng, **task.options, log_start=start, on_skip=task.on_skip)
 
-    def take(self, rng: OffsetRange, nxt: int, n: int, slice_s: float, headers: bool) -> Taken:
-        """One read of up to ``n`` records of ``rng`` from ``nxt``, waiting up to ``slice_s``
-        (see :class:`Taken`). On the fast path the range filter and event scan run in C
-        (:func:`_take_native`); here, through confluent-kafka's messages.
+    def take(
+        self,
+        rng: OffsetRange,
+        nxt: int,
+        n: int,
+        slice_s: float,
+        headers: bool,
+        max_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+    ) -> Taken:
+        """One read of up to ``n`` records (and about ``max_bytes`` of them) of ``rng`` from
+        ``nxt``, waiting up to ``slice_s`` (see :class:`Taken`). On the fast path the range
+        filter and event scan run in C (:func:`_take_native`); here, through confluent-kafka's
+        messages.
 
         Everything the messages are used for happens here, with the garbage collector paused,
         and they are freed before it resumes (see :class:`_GcPaused`).
         """
         if self._native is not None:
-            return _take_native(self, self._native, rng, nxt, n, slice_s, headers)
+            return _take_native(self, self._native, rng, nxt, n, slice_s, headers, max_bytes)
         consumer = self.python_client
         until = rng.until_offset
         batch = None
         with _GcPaused():
             with kafka_errors(f"Consuming {rng}"):
-                msgs = consumer.consume(n, slice_s)
+                msgs = consume_within(consumer.consume, n, slice_s, max_bytes, self.record_bytes)
             if not msgs:
                 return Taken(Outcome.NOTHING, None, nxt)
             data, eof = _split_events(msgs, rng)
@@ -136,10 +147,6 @@ class PartitionConsumer(TaskConsumer):
                     self.note_sizes(batch)
             del msgs, data
         return Taken.of(eof, batch, nxt)
-
-    def note_sizes(self, batch: pa.RecordBatch) -> None:
-        """Remember the mean key + value size of ``batch``'s records (for the skip-ahead limit)."""
-        self.record_bytes = (batch.column(0).nbytes + batch.column(1).nbytes) / batch.num_rows
 
     def skip_ahead_limit(self) -> int:
         """How many offsets ahead a range may start and still be reached by reading forward."""
@@ -177,10 +184,12 @@ def fetch_range(
     fail_on_data_loss: bool,
     batch_size: int,
     include_headers: bool,
+    max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
     log_start: int | None = None,
     on_skip: OnSkip | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """Yield the records of ``rng`` as Arrow batches of at most ``batch_size`` rows.
+    """Yield the records of ``rng`` as Arrow batches of at most ``batch_size`` rows and about
+    ``max_batch_bytes`` of records.
 
     ``log_start``: the partition's first offset when the range was planned, if the driver knew
     it (see :meth:`PartitionConsumer.position_at`). ``on_skip`` hears of offsets skipped as lost
@@ -195,7 +204,7 @@ def fetch_range(
     progress = Progress(pc.events, poll_timeout_ms)
     while nxt < until:
         n = min(until - nxt, batch_size)
-        taken = pc.take(rng, nxt, n, slice_s, include_headers)
+        taken = pc.take(rng, nxt, n, slice_s, include_headers, max_batch_bytes)
         batch, nxt, outcome = taken.batch, taken.next_offset, taken.outcome
         if outcome is Outcome.NOTHING:
             progress.check(rng, nxt)
@@ -236,12 +245,13 @@ def _take_native(
     n: int,
     slice_s: float,
     headers: bool,
+    max_bytes: int,
 ) -> Taken:
     """:meth:`PartitionConsumer.take` on the fast path: the range filter and event scan ran in C,
     with no message objects."""
     with kafka_errors(f"Consuming {rng}"):
         got = consumer.consume_batch(
-            rng.topic, rng.partition, nxt, rng.until_offset, n, slice_s, headers
+            rng.topic, rng.partition, nxt, rng.until_offset, n, slice_s, headers, max_bytes
         )
     if got is None:
         return Taken(Outcome.NOTHING, None, nxt)

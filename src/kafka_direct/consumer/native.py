@@ -35,6 +35,7 @@ import pyarrow as pa
 from confluent_kafka import KafkaError
 
 from kafka_direct._native.loader import DISABLE_ENV, NativeExtension, route_log_lines
+from kafka_direct.config.clients import DEFAULT_MAX_BATCH_BYTES
 from kafka_direct.consumer.rows import (
     ARROW_SCHEMA,
     ARROW_SCHEMA_WITH_HEADERS,
@@ -56,9 +57,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: Most key + value bytes in one Arrow batch: the binary columns' int32 offsets hold 2 GiB, and
-#: a bound keeps a batch of large records from growing without limit.
-MAX_BATCH_BYTES = 256 * 1024 * 1024
+#: Most bytes of records in one Arrow batch when the caller gives no budget (the source option
+#: ``maxBatchBytes`` sets it).
+MAX_BATCH_BYTES = DEFAULT_MAX_BATCH_BYTES
 
 #: The client name in the fast path's log lines (confluent-kafka's ``logger`` gets the handle's).
 CLIENT_NAME = "kafka-direct-executor"
@@ -165,13 +166,15 @@ class NativeConsumer:
         n: int,
         timeout_s: float,
         headers: bool = False,
+        max_bytes: int = MAX_BATCH_BYTES,
     ) -> NativeManyBatch | None:
         """One read of up to ``n`` records or events of the ranges in ``index`` (``(topic,
         partition)`` to slot); ``bounds`` holds each slot's ``(nxt, until)`` as int64 pairs, and
-        ``topics``/``partitions`` its topic and partition, for the rows' columns. ``None`` if
-        nothing came in ``timeout_s``."""
+        ``topics``/``partitions`` its topic and partition, for the rows' columns. The read stops
+        once it holds ``max_bytes`` of records (a record larger than that comes alone). ``None``
+        if nothing came in ``timeout_s``."""
         try:
-            got = self._impl.consume_many(index, bounds, n, timeout_s, MAX_BATCH_BYTES, headers)
+            got = self._impl.consume_many(index, bounds, n, timeout_s, max_bytes, headers)
         finally:
             self._drain_events()
         if got is None:
@@ -203,11 +206,13 @@ class NativeConsumer:
         n: int,
         timeout_s: float,
         headers: bool = False,
+        max_bytes: int = MAX_BATCH_BYTES,
     ) -> NativeBatch | None:
-        """One read of up to ``n`` records or events: ``None`` if nothing came in ``timeout_s``,
-        else what came (see :class:`NativeBatch`)."""
+        """One read of up to ``n`` records or events, stopping once it holds ``max_bytes`` of
+        records (a record larger than that comes alone): ``None`` if nothing came in
+        ``timeout_s``, else what came (see :class:`NativeBatch`)."""
         try:
-            got = self._impl.consume(partition, nxt, until, n, timeout_s, MAX_BATCH_BYTES, headers)
+            got = self._impl.consume(partition, nxt, until, n, timeout_s, max_bytes, headers)
         finally:
             self._drain_events()
         if got is None:

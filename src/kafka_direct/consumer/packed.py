@@ -39,6 +39,8 @@ import pyarrow as pa
 from confluent_kafka import KafkaError
 from confluent_kafka import TopicPartition as CkTopicPartition
 
+from kafka_direct.config.clients import DEFAULT_MAX_BATCH_BYTES
+from kafka_direct.consumer.budget import consume_within
 from kafka_direct.consumer.fetch import CONSUME_SLICE_S, _GcPaused
 from kafka_direct.consumer.loss import check_short_log, out_of_range
 from kafka_direct.consumer.rows import to_record_batch
@@ -128,18 +130,31 @@ class GroupConsumer(TaskConsumer):
         return fetch_ranges(self, task.ranges, **task.options, log_starts=starts, on_skip=on_skip)
 
     def take(
-        self, rnd: _Round, n: int, slice_s: float, wait: float, headers: bool
+        self,
+        rnd: _Round,
+        n: int,
+        slice_s: float,
+        wait: float,
+        headers: bool,
+        max_bytes: int = DEFAULT_MAX_BATCH_BYTES,
     ) -> tuple[list[pa.RecordBatch], list[News]] | None:
         """One read of up to ``n`` records of the round's ranges: its batches, and what it
         learned of each range it touched (``None`` if nothing came). The C loop waits up to
         ``slice_s``; the Python path waits ``wait`` (short while records flow)."""
         native = self._native
         if native is None:
-            return _take_python(self, rnd, n, wait, headers)
+            return _take_python(self, rnd, n, wait, headers, max_bytes)
         bounds = array("q", [v for s in rnd.slots for v in (s.nxt, s.rng.until_offset)])
         with kafka_errors(rnd.what):
             got = native.consume_many(
-                rnd.index, bounds.tobytes(), rnd.topics, rnd.partitions, n, slice_s, headers
+                rnd.index,
+                bounds.tobytes(),
+                rnd.topics,
+                rnd.partitions,
+                n,
+                slice_s,
+                headers,
+                max_bytes,
             )
         if got is None:
             return None
@@ -196,10 +211,12 @@ def fetch_ranges(
     fail_on_data_loss: bool,
     batch_size: int,
     include_headers: bool,
+    max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
     log_starts: Mapping[TopicPartition, int] | None = None,
     on_skip: OnSkip | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """Yield the records of ``ranges`` as Arrow batches of at most ``batch_size`` rows, reading
+    """Yield the records of ``ranges`` as Arrow batches of at most ``batch_size`` rows (and
+    about ``max_batch_bytes`` of records), reading
     them together with ``pc`` (see the module docstring). ``log_starts``: the partitions' first
     offsets where the driver knew them; a queue standing below one was filled before a
     deletion and is not reused."""
@@ -216,6 +233,7 @@ def fetch_ranges(
             fail_on_data_loss=fail_on_data_loss,
             batch_size=batch_size,
             include_headers=include_headers,
+            max_batch_bytes=max_batch_bytes,
             on_skip=on_skip,
         )
 
@@ -228,6 +246,7 @@ def _fetch_round(
     fail_on_data_loss: bool,
     batch_size: int,
     include_headers: bool,
+    max_batch_bytes: int,
     on_skip: OnSkip | None,
 ) -> Iterator[pa.RecordBatch]:
     slots = [_Slot(r, r.from_offset) for r in ranges]
@@ -239,7 +258,7 @@ def _fetch_round(
     wait = slice_s
     while active:
         n = min(sum(s.rng.until_offset - s.nxt for s in active), batch_size)
-        taken = pc.take(rnd, n, slice_s, wait, include_headers)
+        taken = pc.take(rnd, n, slice_s, wait, include_headers, max_batch_bytes)
         wait = slice_s if taken is None else min(slice_s, FLOWING_WAIT_S)
         if taken is None:
             first = active[0]
@@ -295,14 +314,14 @@ def _advance(
 
 
 def _take_python(
-    pc: GroupConsumer, rnd: _Round, n: int, slice_s: float, headers: bool
+    pc: GroupConsumer, rnd: _Round, n: int, slice_s: float, headers: bool, max_bytes: int
 ) -> tuple[list[pa.RecordBatch], list[News]] | None:
     """:meth:`GroupConsumer.take` through confluent-kafka's messages: one batch per partition."""
     slots, index, what = rnd.slots, rnd.index, rnd.what
     consumer = pc.python_client
     with _GcPaused():
         with kafka_errors(what):
-            msgs = consumer.consume(n, slice_s)
+            msgs = consume_within(consumer.consume, n, slice_s, max_bytes, pc.record_bytes)
         if not msgs:
             return None
         rows: dict[int, list[Any]] = {}
@@ -337,6 +356,8 @@ def _take_python(
             for i, kept in rows.items()
         ]
         del msgs, rows
+        for batch in batches:
+            pc.note_sizes(batch)
     news = [
         (i, last, beyond, _OUT_OF_RANGE if out else eof)
         for i, (last, beyond, eof, out) in seen.items()

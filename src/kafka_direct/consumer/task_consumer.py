@@ -71,6 +71,7 @@ class FetchOptions(TypedDict):
     fail_on_data_loss: bool
     batch_size: int
     include_headers: bool
+    max_batch_bytes: int
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,7 @@ class ReadTask:
             fail_on_data_loss=s.fail_on_data_loss,
             batch_size=s.batch_size,
             include_headers=s.include_headers,
+            max_batch_bytes=s.max_batch_bytes,
         )
 
 
@@ -112,6 +114,14 @@ class TaskConsumer:
         self.events = events
         #: The offset after the last record taken off the queue (None: not known).
         self.next_offset: int | None = None
+        #: Mean key + value bytes of the records last read (``None`` before any): sizes a
+        #: budgeted read's first chunk (:mod:`~kafka_direct.consumer.budget`) and the skip-ahead.
+        self.record_bytes: float | None = None
+
+    def note_sizes(self, batch: pa.RecordBatch) -> None:
+        """Remember the mean key + value size of ``batch``'s records."""
+        if batch.num_rows:
+            self.record_bytes = (batch.column(0).nbytes + batch.column(1).nbytes) / batch.num_rows
 
     @property
     def consumer(self) -> KafkaConsumerLike | NativeConsumer:

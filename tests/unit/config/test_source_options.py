@@ -875,6 +875,7 @@ def test_executor_config_does_not_mutate_the_user_config() -> None:
 TUNABLES = [
     ("fetch.queue.backoff.ms", "10"),
     ("max.partition.fetch.bytes", "4194304"),
+    ("fetch.max.bytes", "16777216"),
     ("queued.max.messages.kbytes", "16384"),
     ("queued.min.messages", "100000"),
     ("fetch.wait.max.ms", "500"),
@@ -991,3 +992,65 @@ def test_arrow_batch_size_above_librdkafkas_consume_limit_is_refused() -> None:
             {"kafka.bootstrap.servers": "b:9092", "subscribe": "t", "arrowBatchSize": "2000000"},
             streaming=True,
         )
+
+
+MB = 1024 * 1024
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param(None, 16 * MB, id="default 16m"),
+        pytest.param("64m", 64 * MB, id="64m"),
+        pytest.param("512k", 512 * 1024, id="512k"),
+        pytest.param("1g", 1024 * MB, id="1g"),
+        pytest.param("1048576", MB, id="bare bytes"),
+        pytest.param(" 32 MB ", 32 * MB, id="spaces and MB"),
+    ],
+)
+def test_max_batch_bytes(text: str | None, expected: int) -> None:
+    raw = dict(SUB) if text is None else {**SUB, "maxBatchBytes": text}
+    opts = parse(raw)
+    assert opts.reads.max_batch_bytes == expected
+    assert opts.executor_settings().max_batch_bytes == expected
+
+
+@pytest.mark.parametrize("text", ["1k", "2g", "lots", "-1", "16 megabytes", ""])
+def test_max_batch_bytes_refusals_say_what_is_allowed(text: str) -> None:
+    with pytest.raises(ConfigurationError) as info:
+        parse({**SUB, "maxBatchBytes": text})
+    message = str(info.value)
+    assert "maxBatchBytes" in message and "from 64k to 1024m" in message
+
+
+@pytest.mark.parametrize(
+    ("user", "budget", "expected"),
+    [
+        pytest.param({}, 16 * MB, (4 * MB, 16 * MB, 16384), id="default budget"),
+        pytest.param({}, MB, (MB, MB, 1024), id="1 MB budget: one fetch, one queue of 1 MB"),
+        pytest.param({}, 256 * MB, (4 * MB, 52_428_800, 262144), id="a fetch stays at 50 MB"),
+        pytest.param(
+            {"max.partition.fetch.bytes": str(64 * MB)},
+            16 * MB,
+            (64 * MB, 64 * MB, 16384),
+            id="a fetch holds the user's partition fetch",
+        ),
+        pytest.param(
+            {"fetch.message.max.bytes": str(32 * MB)},
+            16 * MB,
+            (None, 32 * MB, 16384),
+            id="the alias counts as the user's",
+        ),
+    ],
+)
+def test_executor_prefetch_follows_the_batch_budget(
+    user: dict[str, str], budget: int, expected: tuple[int | None, int, int]
+) -> None:
+    config = executor_consumer_config(
+        user, group_id="g", isolation_level="read_uncommitted", max_batch_bytes=budget
+    )
+    partition, fetch, kbytes = expected
+    got_partition = config.get("max.partition.fetch.bytes")
+    assert (int(got_partition) if got_partition else None) == partition
+    assert int(config["fetch.max.bytes"]) == fetch
+    assert int(config["queued.max.messages.kbytes"]) == kbytes

@@ -49,6 +49,7 @@ class ScriptedNative(native.NativeConsumer):
         n: int,
         timeout_s: float,
         headers: bool = False,
+        max_bytes: int = 0,
     ) -> Any:
         self.asked.append((nxt, until, n))
         if not self.answers:

@@ -44,6 +44,9 @@ class FakeMessage:
     def value(self) -> bytes:
         return self._v
 
+    def __len__(self) -> int:  # as confluent-kafka's: the value's length
+        return len(self._v or b"")
+
     def key(self) -> bytes | None:
         return None
 
@@ -372,3 +375,19 @@ def test_with_include_headers_blocks_carry_the_headers_column(tmp_path: Path) ->
     [batch] = list(read_block(str(tmp_path), os.path.join("blocks", name)))
     assert batch.schema == ARROW_SCHEMA_WITH_HEADERS
     assert batch.column("headers").to_pylist() == [None, None]  # as Spark: null, not []
+
+
+def test_blocks_of_large_records_stay_near_their_byte_bound(tmp_path: Path) -> None:
+    # 3 MB records, more than fit one block: each read takes what the block has room for (its
+    # first record whatever its size), so a block closes within about one record of 8 MB.
+    receiver, consumer = make_receiver(tmp_path)
+    big = 3 * 1024 * 1024
+    consumer.feed(
+        [FakeMessage("t", 0, offset, bytes([offset]) * big) for offset in range(12)]
+    )
+    for _ in range(12):
+        receiver.step()
+    receiver.flush("stop")
+    metas = blocks(tmp_path)
+    assert sum(m.records for m in metas) == 12
+    assert all(m.records <= 4 for m in metas), [m.records for m in metas]

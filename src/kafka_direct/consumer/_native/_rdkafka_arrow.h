@@ -36,6 +36,8 @@ typedef struct {
 int kd_enter(Consumer *self);
 
 /* _rdkafka_consume.c */
+Py_ssize_t kd_take(rd_kafka_queue_t *queue, rd_kafka_message_t **msgs, Py_ssize_t max_messages,
+                   Py_ssize_t max_bytes, double timeout_s, int headers, int *failed);
 PyObject *kd_consume(Consumer *self, PyObject *args);
 
 /* _rdkafka_consume_many.c */

@@ -12,11 +12,71 @@ static double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* The bytes a record adds to a batch: key and value, and its headers' names and values when the
+ * batch carries headers. */
+static int64_t record_bytes(const rd_kafka_message_t *m, int headers) {
+    int64_t bytes = (int64_t)m->len + (int64_t)m->key_len;
+    rd_kafka_headers_t *hdrs = NULL;
+    if (headers && rk.message_headers(m, &hdrs) == 0 && hdrs != NULL) {
+        size_t c = rk.header_cnt(hdrs), j, size;
+        const char *name;
+        const void *value;
+        for (j = 0; j < c; j++)
+            if (rk.header_get_all(hdrs, j, &name, &value, &size) == 0)
+                bytes += (int64_t)strlen(name) + (value ? (int64_t)size : 0);
+    }
+    return bytes;
+}
+
+/* One read of the queue into msgs, without the GIL: until max_messages records or events came,
+ * max_bytes of records came, an event came (it may end a range, or need the caller), or
+ * timeout_s passed. Returns how many came; *failed is set when the call itself failed.
+ *
+ * librdkafka cannot put records back, so the byte budget is kept by taking records in chunks:
+ * the first chunk is one record (a record larger than the whole budget is then alone in its
+ * batch), and each later one is sized to fill half of what is left of the budget at the mean
+ * record size so far, so the chunks shrink as the budget nears and a batch of records of like
+ * sizes stops within about one record of it. Each chunk waits what is left of the deadline. */
+Py_ssize_t kd_take(rd_kafka_queue_t *queue, rd_kafka_message_t **msgs, Py_ssize_t max_messages,
+                   Py_ssize_t max_bytes, double timeout_s, int headers, int *failed) {
+    Py_ssize_t got = 0;
+    int64_t bytes = 0;
+    int event_seen = 0;
+    double deadline = now_s() + timeout_s;
+    *failed = 0;
+    while (got < max_messages && bytes < max_bytes && !event_seen) {
+        double left = deadline - now_s();
+        int wait_ms = left > 0 ? (int)(left * 1000.0 + 0.5) : 0;
+        Py_ssize_t chunk = max_messages - got;
+        Py_ssize_t cap = 1;
+        if (got > 0) {
+            int64_t mean = bytes / got + 1;
+            int64_t fits = (max_bytes - bytes) / mean / 2 + 1;
+            cap = fits < 4096 ? (Py_ssize_t)fits : 4096;
+        }
+        if (chunk > cap) chunk = cap;
+        ssize_t n = rk.consume_batch_queue(queue, wait_ms, msgs + got, (size_t)chunk);
+        if (n < 0) {
+            /* As confluent-kafka's consume() does: the call itself failed. */
+            *failed = rk.last_error();
+            break;
+        }
+        if (n == 0) break;
+        for (Py_ssize_t i = got; i < got + n; i++) {
+            if (msgs[i]->err) event_seen = 1;
+            else bytes += record_bytes(msgs[i], headers);
+        }
+        got += n;
+        if (wait_ms == 0 && n < chunk) break;
+    }
+    return got;
+}
+
 /* consume(partition, nxt, until, max_messages, timeout_s, max_bytes[, headers])
  *
  * One read of the consumer queue, the counterpart of confluent-kafka's consume(n, timeout) plus
- * fetch._split_events and the range filter: waits until max_messages records or events came,
- * max_bytes of data came, or timeout_s passed. Returns None if nothing came, else a tuple
+ * fetch._split_events and the range filter: waits as kd_take does (max_messages, max_bytes of
+ * records, an event, or timeout_s). Returns None if nothing came, else a tuple
  *   (rows, columns, last, beyond, eof, error)
  * rows:    records kept, those with nxt <= offset < until;
  * columns: None if rows == 0, else (key_offsets, key_data, key_validity, value_offsets,
@@ -55,39 +115,9 @@ PyObject *kd_consume(Consumer *self, PyObject *args) {
     }
     rd_kafka_message_t **msgs = self->msgs;
     Py_ssize_t got = 0;
-    int64_t bytes = 0;
-    int event_seen = 0, failed = 0;
-    double deadline = now_s() + timeout_s;
+    int failed = 0;
     Py_BEGIN_ALLOW_THREADS
-    /* In chunks, so that a batch of large records stops near max_bytes (one Arrow batch's
-     * int32 offsets hold 2 GiB): the first chunk is small (16 records of even 100 MB fit),
-     * and later ones are sized from the mean record size so far. Each waits what is left of
-     * the deadline. */
-    while (got < max_messages && bytes < max_bytes && !event_seen) {
-        double left = deadline - now_s();
-        int wait_ms = left > 0 ? (int)(left * 1000.0 + 0.5) : 0;
-        Py_ssize_t chunk = max_messages - got;
-        Py_ssize_t cap = 16;
-        if (got > 0) {
-            int64_t mean = bytes / got + 1;
-            int64_t fits = (max_bytes - bytes) / mean + 1;
-            cap = fits < 4096 ? (Py_ssize_t)fits : 4096;
-        }
-        if (chunk > cap) chunk = cap;
-        ssize_t n = rk.consume_batch_queue(self->queue, wait_ms, msgs + got, (size_t)chunk);
-        if (n < 0) {
-            /* As confluent-kafka's consume() does: the call itself failed. */
-            failed = rk.last_error();
-            break;
-        }
-        if (n == 0) break;
-        for (Py_ssize_t i = got; i < got + n; i++) {
-            if (msgs[i]->err) event_seen = 1;
-            else bytes += (int64_t)msgs[i]->len + (int64_t)msgs[i]->key_len;
-        }
-        got += n;
-        if (wait_ms == 0 && n < chunk) break;
-    }
+    got = kd_take(self->queue, msgs, max_messages, max_bytes, timeout_s, headers, &failed);
     Py_END_ALLOW_THREADS
     if (got == 0) {
         self->busy = 0;

@@ -9,12 +9,6 @@
  */
 #include "_rdkafka_arrow.h"
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* assign_many([(topic, partition, offset), ...]): assign exactly these partitions. */
 PyObject *kd_assign_many(Consumer *self, PyObject *args) {
     PyObject *items;
@@ -62,7 +56,7 @@ typedef struct {
  *
  * index:  {(topic, partition): slot}, the ranges being read;
  * bounds: bytes of int64 pairs (nxt, until) per slot: keep records nxt <= offset < until.
- * Waits as consume() does. Returns None if nothing came, else
+ * Waits as consume() does (kd_take). Returns None if nothing came, else
  *   (rows, columns, slots, news, error)
  * rows, columns: as consume() (columns None when rows == 0);
  * slots:  None, or bytes of one int32 per row: the slot of its range;
@@ -117,36 +111,9 @@ PyObject *kd_consume_many(Consumer *self, PyObject *args) {
     }
     rd_kafka_message_t **msgs = self->msgs;
     Py_ssize_t got = 0;
-    int64_t bytes = 0;
-    int event_seen = 0, failed = 0;
-    double deadline = now_s() + timeout_s;
+    int failed = 0;
     Py_BEGIN_ALLOW_THREADS
-    /* As consume(): chunks sized to stop near max_bytes; an event ends the wait, since it may
-     * complete a range (EOF) or need the caller (out of range, errors). */
-    while (got < max_messages && bytes < max_bytes && !event_seen) {
-        double left = deadline - now_s();
-        int wait_ms = left > 0 ? (int)(left * 1000.0 + 0.5) : 0;
-        Py_ssize_t chunk = max_messages - got;
-        Py_ssize_t cap = 16;
-        if (got > 0) {
-            int64_t mean = bytes / got + 1;
-            int64_t fits = (max_bytes - bytes) / mean + 1;
-            cap = fits < 4096 ? (Py_ssize_t)fits : 4096;
-        }
-        if (chunk > cap) chunk = cap;
-        ssize_t n = rk.consume_batch_queue(self->queue, wait_ms, msgs + got, (size_t)chunk);
-        if (n < 0) {
-            failed = rk.last_error();
-            break;
-        }
-        if (n == 0) break;
-        for (Py_ssize_t i = got; i < got + n; i++) {
-            if (msgs[i]->err) event_seen = 1;
-            else bytes += (int64_t)msgs[i]->len + (int64_t)msgs[i]->key_len;
-        }
-        got += n;
-        if (wait_ms == 0 && n < chunk) break;
-    }
+    got = kd_take(self->queue, msgs, max_messages, max_bytes, timeout_s, headers, &failed);
     Py_END_ALLOW_THREADS
     PyObject *result = NULL, *columns = NULL, *slots = NULL, *news_list = NULL;
     PyObject *ko = NULL, *kd = NULL, *kv = NULL, *vo = NULL, *vd = NULL, *vv = NULL;

@@ -37,6 +37,7 @@ from typing import Any
 import pyarrow as pa
 
 from kafka_direct.config.receiver import ReceiverStreamConfig
+from kafka_direct.consumer.budget import consume_within
 from kafka_direct.consumer.rows import to_record_batch
 from kafka_direct.dstream.receiver.control import ReceiverSignals, ReceiverStatus, write_status
 from kafka_direct.dstream.receiver.control import resident_bytes as _rss
@@ -88,6 +89,9 @@ class _Block:
         self.records += batch.num_rows
         self.size += batch.nbytes
 
+    def mean_record_bytes(self) -> float | None:
+        return self.size / self.records if self.records else None
+
     def drop(self, lost: set[tuple[str, int]]) -> int:
         keep = [b for b in self.batches if _tp_of(b) not in lost]
         dropped: int = self.records - sum(int(b.num_rows) for b in keep)
@@ -132,6 +136,8 @@ class Receiver:
         self.cutter = BlockCutter(config.block_interval_s)
         self.rule = PauseRule(config.max_pending_blocks)
         self.block = _Block()
+        #: The mean size of the records received so far: sizes the first chunk of a read.
+        self._record_bytes: float | None = None
         self.paused = False
         self._repause = False
         self._pending_checked = self._signals_checked = self._reported = -1e18
@@ -199,7 +205,14 @@ class Receiver:
         timeout = self.spec.config.block_interval_s
         if self.block.opened_at is not None:
             timeout = max(0.0, self.block.opened_at + timeout - now)
-        messages = self.consumer.consume(num_messages=allowed, timeout=min(0.1, timeout))
+        # At most what the block has room for: a block of large records stays near its bound
+        # (the first record of a block comes whatever its size).
+        room = max(self.cutter.max_bytes - self.block.size, 1)
+        messages = consume_within(
+            self._consume, allowed, min(0.1, timeout), room, self._record_bytes
+        )
+        if messages:
+            self._record_bytes = self.block.mean_record_bytes() or self._record_bytes
         self.limiter.take(len(messages))
         self._take(messages)
         self._report_now(self._clock())
@@ -226,6 +239,9 @@ class Receiver:
         log.debug("Receiver %d logged %d records (%s)", self.spec.receiver, meta.records, why)
 
     # -- what the consumer hands over ----------------------------------------------------------
+
+    def _consume(self, n: int, timeout: float) -> list[Any]:
+        return list(self.consumer.consume(num_messages=n, timeout=timeout))
 
     def _take(self, messages: Iterable[Any]) -> None:
         by_tp: dict[tuple[str, int], list[Any]] = {}

@@ -1,0 +1,103 @@
+"""A read's byte budget on the Python path (kafka_direct.consumer.budget): table-style, with a
+scripted queue of sized messages; no broker. The C path keeps the same rule (kd_take), tested
+through real Kafka in tests/integration/test_large_records.py."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+import pytest
+
+from kafka_direct.consumer.budget import MAX_CHUNK, consume_within, next_chunk
+
+MB = 1024 * 1024
+
+
+@pytest.mark.parametrize(
+    ("want", "got", "got_bytes", "max_bytes", "hint", "expected"),
+    [
+        pytest.param(100, 0, 0, 16 * MB, None, 1, id="first read, sizes unknown: one record"),
+        pytest.param(100, 0, 0, 16 * MB, 100.0, 100, id="small records known: all at once"),
+        pytest.param(100, 0, 0, 16 * MB, float(MB), 8, id="1 MB records known: half the budget"),
+        pytest.param(20_000, 1, MB, 16 * MB, None, 8, id="after a 1 MB record"),
+        pytest.param(20_000, 15, 15 * MB, 16 * MB, None, 1, id="near the budget: one more"),
+        pytest.param(20_000, 16, 16 * MB, 16 * MB, None, 0, id="budget reached"),
+        pytest.param(20_000, 1, 40 * MB, 16 * MB, None, 0, id="one record over the budget"),
+        pytest.param(0, 5, 500, 16 * MB, None, 0, id="count reached"),
+        pytest.param(10**9, 1, 1, 16 * MB, None, MAX_CHUNK, id="a chunk has a ceiling"),
+    ],
+)
+def test_next_chunk(
+    want: int, got: int, got_bytes: int, max_bytes: int, hint: float | None, expected: int
+) -> None:
+    assert next_chunk(want, got, got_bytes, max_bytes, hint) == expected
+
+
+class Msg:
+    """A message as confluent-kafka's: len() is the value's length."""
+
+    def __init__(self, size: int, key: bytes | None = None, error: Any = None) -> None:
+        self.size, self._key, self._error = size, key, error
+
+    def __len__(self) -> int:
+        return self.size
+
+    def key(self) -> bytes | None:
+        return self._key
+
+    def error(self) -> Any:
+        return self._error
+
+
+class Queue:
+    def __init__(self, messages: list[Msg]) -> None:
+        self.messages = deque(messages)
+        self.asked: list[int] = []
+
+    def consume(self, n: int, timeout: float) -> list[Msg]:
+        self.asked.append(n)
+        return [self.messages.popleft() for _ in range(min(n, len(self.messages)))]
+
+
+def _sizes(messages: list[Msg]) -> list[int]:
+    return [m.size for m in messages]
+
+
+def test_large_records_stop_at_the_budget() -> None:
+    queue = Queue([Msg(MB) for _ in range(100)])
+    got = consume_within(queue.consume, 20_000, 1.0, 16 * MB)
+    assert 16 <= len(got) <= 17  # within one record of the budget
+    assert sum(_sizes(got)) < 17 * MB
+    assert queue.asked[0] == 1  # sizes unknown: one record first
+
+
+def test_a_record_larger_than_the_budget_comes_alone() -> None:
+    queue = Queue([Msg(40 * MB), Msg(10), Msg(10)])
+    assert _sizes(consume_within(queue.consume, 100, 1.0, 16 * MB)) == [40 * MB]
+    assert _sizes(consume_within(queue.consume, 100, 1.0, 16 * MB)) == [10, 10]
+
+
+def test_keys_count_towards_the_budget() -> None:
+    queue = Queue([Msg(0, key=b"k" * MB) for _ in range(40)])
+    got = consume_within(queue.consume, 1000, 1.0, 8 * MB)
+    assert 8 <= len(got) <= 9
+
+
+def test_small_records_come_in_few_calls() -> None:
+    queue = Queue([Msg(100) for _ in range(5000)])
+    got = consume_within(queue.consume, 5000, 1.0, 16 * MB, mean_hint=100.0)
+    assert len(got) == 5000 and queue.asked == [5000]
+
+
+def test_an_event_ends_the_read() -> None:
+    # The chunk that holds an event is the read's last: the caller must see the event (a
+    # partition's end, an error) before taking more.
+    queue = Queue([Msg(10), Msg(0, error="EOF"), *[Msg(10) for _ in range(10)]])
+    got = consume_within(queue.consume, 100, 1.0, 16 * MB)
+    assert queue.asked[0] == 1 and len(queue.asked) == 2
+    assert any(m.error() == "EOF" for m in got) and len(queue.messages) < 10
+
+
+def test_an_empty_queue_ends_the_read() -> None:
+    assert consume_within(Queue([]).consume, 100, 1.0, 16 * MB) == []
