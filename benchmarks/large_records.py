@@ -225,6 +225,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--formats", default="kafka_direct,kafka")
     parser.add_argument("--max-batch-bytes", default="", help="kafka_direct's maxBatchBytes")
     parser.add_argument("--json", help="also write every figure to this file")
+    parser.add_argument(
+        "--python",
+        help="the interpreter of the queries (default: .venv-oracle's, else this one); with a "
+        "PySpark whose connector Maven Central lacks, run --formats kafka_direct",
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--format", help=argparse.SUPPRESS)
     parser.add_argument("--bootstrap", help=argparse.SUPPRESS)
@@ -237,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     from kafka_direct.testing.broker import create_topic
     from kafka_direct.testing.kafka_cluster import KafkaCluster
 
-    python = oracle_python()
+    python = Path(args.python) if args.python else oracle_python()
     formats = args.formats.split(",")
     if python is None:
         python = Path(sys.executable)
