@@ -126,7 +126,17 @@ class NativeExtension:
         try:
             extension = self._import_extension()
         except ImportError as exc:
-            return None, None, f"the extension is not built ({exc})"
+            # "from package import _ext" of an extension that was never built says "cannot
+            # import name"; a module that is there but fails to load says something else.
+            missing = isinstance(exc, ModuleNotFoundError) or "cannot import name" in str(exc)
+            if not missing:
+                return None, None, f"the C extension could not be loaded ({exc})"
+            return None, None, (
+                "the C extension was not compiled when kafka-direct was installed (there was "
+                "no C compiler or no Python headers), so rows go through confluent-kafka's "
+                "Python objects, slower; reinstall where 'cc' and the Python headers are "
+                "present to get it"
+            )
         path = librdkafka_path()
         if path is None:
             return None, None, "confluent-kafka's librdkafka was not found"
