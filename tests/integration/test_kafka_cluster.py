@@ -144,28 +144,3 @@ def test_brokers_die_with_the_process_that_started_them() -> None:
         time.sleep(0.2)
     os.kill(broker, signal.SIGKILL)
     raise AssertionError(f"broker pid {broker} outlived the process that started it")
-
-
-def test_regression_brokers_outlive_the_thread_that_started_them() -> None:
-    # PR_SET_PDEATHSIG follows the forking *thread*: a cluster started from a helper thread was
-    # SIGKILLed when that thread ended, and its user saw "connection refused" with no cause.
-    import threading
-
-    started: list[KafkaCluster] = []
-    helper = threading.Thread(target=lambda: started.append(KafkaCluster().start()))
-    helper.start()
-    helper.join(300)
-    assert started, "the cluster did not start in the helper thread"
-    cluster = started[0]
-    try:
-        time.sleep(2)  # the helper thread is gone; a broker tied to it would be dead by now
-        pid = cluster.pid(1)
-        assert pid is not None, "the broker died with the thread that started it"
-        from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
-
-        metadata = AdminClient({"bootstrap.servers": cluster.bootstrap_servers}).list_topics(
-            timeout=30
-        )
-        assert list(metadata.brokers) == [1]
-    finally:
-        cluster.stop()

@@ -29,13 +29,11 @@ import atexit
 import contextlib
 import ctypes
 import os
-import queue
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import types
 import uuid
@@ -323,17 +321,14 @@ class KafkaCluster:
             node, ["kafka.Kafka", str(node.directory / "server.properties")], self.heap_mb
         )
         with open(node.log_path, "ab") as log:
-            # Its own session, so a Ctrl-C in the terminal does not reach the broker first; forked
-            # by the process-long spawner thread (see _die_with_parent).
-            node.process = _SPAWNER.run(
-                lambda: subprocess.Popen(
-                    command,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                    preexec_fn=_die_with_parent,
-                )
+            # Its own session, so a Ctrl-C in the terminal does not reach the broker first.
+            node.process = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
             )
         node.paused = False
         node.started_s.append(-time.monotonic())
@@ -396,55 +391,13 @@ class KafkaCluster:
         node.paused = False
 
 
-class _Spawner:
-    """One thread that lives as long as the process and forks every broker.
-
-    Linux ties ``PR_SET_PDEATHSIG`` to the *thread* that forked the child, not the process: a
-    broker started from a helper thread (a fixture helper, a notebook's background thread, a
-    timeout wrapper) was SIGKILLed when that thread ended, and its user saw "connection
-    refused" with no cause. Forked from this daemon thread, which never ends before the
-    process, a broker outlives whichever thread asked for it and still dies with the process.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._jobs: queue.Queue[tuple[Any, queue.Queue[Any]]] = queue.Queue()
-        self._thread: threading.Thread | None = None
-
-    def run(self, fork: Any) -> Any:
-        """``fork()`` in the spawner thread; its result, or its exception raised here."""
-        with self._lock:
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(
-                    target=self._serve, name="kafka-direct-broker-spawner", daemon=True
-                )
-                self._thread.start()
-        answer: queue.Queue[Any] = queue.Queue(maxsize=1)
-        self._jobs.put((fork, answer))
-        ok, value = answer.get()
-        if not ok:
-            raise value
-        return value
-
-    def _serve(self) -> None:
-        while True:
-            fork, answer = self._jobs.get()
-            try:
-                answer.put((True, fork()))
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
-                answer.put((False, exc))
-
-
-_SPAWNER = _Spawner()
-
-
 def _die_with_parent() -> None:
     """In the broker's child process before exec: SIGKILL it when its owner dies.
 
     atexit does not run when the owning process is killed or crashes (a segfault in a native
     client, a test runner's timeout), and a broker left behind holds 150 MB and its ports.
-    Linux only; the signal follows the thread that forked the broker, the spawner's
-    (:class:`_Spawner`), which lives as long as the process.
+    Linux only; the signal follows the thread that started the broker, which for a test fixture
+    is the main thread.
     """
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
