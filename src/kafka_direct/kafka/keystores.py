@@ -1,5 +1,6 @@
-"""Java key and trust stores read for librdkafka, with the JDK's ``keytool``. Runs in the driver's
-processes, where options are parsed (:func:`load_store` is :mod:`kafka_direct.config.security`'s loader).
+"""Java key and trust stores read for librdkafka, with the JDK's ``keytool``. Runs in the
+driver's processes, where options are parsed (:func:`load_store` is the store loader of
+:mod:`kafka_direct.config.security`).
 
 librdkafka reads PEM (and PKCS#12 keystores), never JKS. A truststore's certificates are listed
 with ``keytool -list -rfc``; a JKS keystore is copied to PKCS#12 with ``keytool
