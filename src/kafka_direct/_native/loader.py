@@ -131,11 +131,15 @@ class NativeExtension:
             missing = isinstance(exc, ModuleNotFoundError) or "cannot import name" in str(exc)
             if not missing:
                 return None, None, f"the C extension could not be loaded ({exc})"
-            return None, None, (
-                "the C extension was not compiled when kafka-direct was installed (there was "
-                "no C compiler or no Python headers), so rows go through confluent-kafka's "
-                "Python objects, slower; reinstall where 'cc' and the Python headers are "
-                "present to get it"
+            return (
+                None,
+                None,
+                (
+                    "the C extension was not compiled when kafka-direct was installed (there was "
+                    "no C compiler or no Python headers), so rows go through confluent-kafka's "
+                    "Python objects, slower; reinstall where 'cc' and the Python headers are "
+                    "present to get it"
+                ),
             )
         path = librdkafka_path()
         if path is None:

@@ -35,25 +35,19 @@ _SASL_INSTEAD = (
     "{p}sasl.oauthbearer.client.secret and {p}sasl.oauthbearer.token.endpoint.url; for Kerberos "
     "(GSSAPI): {p}sasl.kerberos.principal and {p}sasl.kerberos.keytab."
 )
-_TRUSTSTORE_INSTEAD = (
-    "librdkafka reads CA certificates as PEM: set {p}ssl.ca.location to a PEM file (export a JKS "
-    "truststore with 'keytool -exportcert -rfc'), or remove it to use the system's CAs."
-)
 
-#: Java client settings librdkafka does not have, and what to set instead.
+#: Java client settings librdkafka does not have, and what to set instead. A job's JAAS line,
+#: stores and Kafka's OIDC handler are translated before this is asked
+#: (:mod:`~kafka_direct.config.security`): what is left here has no translation.
 JVM_ONLY_KAFKA_KEYS = {
-    "sasl.jaas.config": _SASL_INSTEAD,
-    "sasl.login.callback.handler.class": _SASL_INSTEAD,
-    "sasl.client.callback.handler.class": _SASL_INSTEAD,
-    "ssl.truststore.location": _TRUSTSTORE_INSTEAD,
-    "ssl.truststore.password": _TRUSTSTORE_INSTEAD,
-    "ssl.truststore.type": _TRUSTSTORE_INSTEAD,
-    "ssl.truststore.certificates": "Set {p}ssl.ca.pem to the same PEM text instead.",
-    "ssl.keystore.type": (
-        "librdkafka's keystore is PKCS#12 only ({p}ssl.keystore.location and "
-        "{p}ssl.keystore.password); for PEM set {p}ssl.certificate.location and "
-        "{p}ssl.key.location."
+    "sasl.login.callback.handler.class": (
+        "It names Java code librdkafka cannot run (only Kafka's own OIDC handler, "
+        "OAuthBearerLoginCallbackHandler, is translated). " + _SASL_INSTEAD
     ),
+    "sasl.client.callback.handler.class": "It names Java code librdkafka cannot run. "
+    + _SASL_INSTEAD,
+    "ssl.truststore.password": "Set it with {p}ssl.truststore.location, the store it opens.",
+    "ssl.truststore.type": "Set it with {p}ssl.truststore.location, the store it describes.",
 }
 
 

@@ -22,6 +22,7 @@ from typing import TypeVar
 
 from kafka_direct.config.defaults import parse_bytes, parse_duration_ms
 from kafka_direct.config.kafka import KafkaConfig, refuse_jvm_settings
+from kafka_direct.config.security import translate as translate_security
 from kafka_direct.errors import ConfigurationError, UnsupportedKafkaOptionError
 from kafka_direct.redaction import REDACTED, is_secret
 
@@ -144,6 +145,13 @@ def refuse_near_misses(options: Mapping[str, str], known_names: Iterable[str], w
             )
 
 
+def _load_store(path: str, kind: str, password: str | None, what: str) -> str:
+    # Imported when a store is named: reading one runs the JDK's keytool (I/O, driver only).
+    from kafka_direct.kafka.keystores import load_store
+
+    return load_store(path, kind, password, what)
+
+
 def kafka_params(
     params: Mapping[str, str],
     *,
@@ -163,6 +171,8 @@ def kafka_params(
         if reason is not None:
             shown = REDACTED if is_secret(name) else value
             raise UnsupportedKafkaOptionError(prefix + name, shown, reason, owner=owner)
+    # A Spark job's Java-client security settings, as librdkafka takes them (config.security).
+    params = translate_security(params, prefix=prefix, load_store=_load_store)
     refuse_jvm_settings(params, prefix=prefix)
     if not params.get("bootstrap.servers", "").strip():
         raise ConfigurationError(

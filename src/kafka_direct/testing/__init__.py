@@ -6,6 +6,8 @@ stops them (context managers, also cleaned up at interpreter exit):
 - :class:`KafkaCluster`: real Apache Kafka 4.x brokers (KRaft) as JVM processes, from Maven
   Central jars fetched once with PySpark's Ivy (:func:`fetch_maven_jars`); the broker of record
   for kafka_direct's own suite. Brokers can be killed, restarted and paused.
+- :class:`SecuredKafkaCluster`: the same with SASL (PLAIN, SCRAM), TLS and SSL listeners, its
+  own CA, and an authorizer with ACLs (``grant``, ``revoke``, ``add_user``, ``truststore``).
 - :class:`MockCluster`: librdkafka's mock cluster, for broker faults Tansu cannot produce
   (brokers down, leader moves, slow brokers, injected request errors, deleted records).
 - :class:`DurableBroker`: the embedded Tansu broker on S3 storage (a local moto server), so it
@@ -26,6 +28,7 @@ from kafka_direct.testing.jars import JarFetchError, fetch_maven_jars
 from kafka_direct.testing.kafka_cluster import KafkaCluster, KafkaClusterError
 from kafka_direct.testing.mock_cluster import ApiKey, MockCluster
 from kafka_direct.testing.schema_registry import SchemaRegistry
+from kafka_direct.testing.secured_cluster import SecuredKafkaCluster
 from kafka_direct.testing.standalone import StandaloneCluster
 
 __all__ = [
@@ -36,6 +39,7 @@ __all__ = [
     "KafkaClusterError",
     "MockCluster",
     "SchemaRegistry",
+    "SecuredKafkaCluster",
     "StandaloneCluster",
     "fetch_maven_jars",
 ]

@@ -124,7 +124,10 @@ APIS = [
                      "isolation.level", "serializable", "'read_committed' or 'read_uncommitted'",
                      id="isolation.level"),
         pytest.param({"bootstrap.servers": "b:1", "sasl.jaas.config": "x"}, "sasl.jaas.config",
-                     "***", "a librdkafka setting", id="JVM-only setting"),
+                     "***", "required key=", id="a JAAS line that is not one"),
+        pytest.param({"bootstrap.servers": "b:1", "sasl.client.callback.handler.class": "a.B"},
+                     "sasl.client.callback.handler.class", "***", "a librdkafka setting",
+                     id="JVM-only setting"),
     ],
 )  # fmt: skip
 def test_every_api_refuses_the_same_kafka_mistake_with_the_same_words(

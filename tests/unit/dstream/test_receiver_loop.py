@@ -382,9 +382,7 @@ def test_blocks_of_large_records_stay_near_their_byte_bound(tmp_path: Path) -> N
     # first record whatever its size), so a block closes within about one record of 8 MB.
     receiver, consumer = make_receiver(tmp_path)
     big = 3 * 1024 * 1024
-    consumer.feed(
-        [FakeMessage("t", 0, offset, bytes([offset]) * big) for offset in range(12)]
-    )
+    consumer.feed([FakeMessage("t", 0, offset, bytes([offset]) * big) for offset in range(12)])
     for _ in range(12):
         receiver.step()
     receiver.flush("stop")
