@@ -138,7 +138,9 @@ def test_a_replayed_task_finds_its_marker_and_writes_nothing_again(bootstrap: st
     # An empty task opens no transaction and writes no marker.
     empty = write_transaction(settings, [], TaskIdentity(0, batch_id=5))
     assert (empty.records, empty.skipped) == (0, False)
-    with pytest.raises(ReplayMismatchError, match="committed before, by attempt 0 of that task, with 30 record"):
+    with pytest.raises(
+        ReplayMismatchError, match="committed before, by attempt 0 of that task, with 30 record"
+    ):
         write_transaction(settings, _batches(values[:29]), TaskIdentity(0, batch_id=4))
     with pytest.raises(MarkerMismatchError, match="already committed micro-batch 4, later than"):
         write_transaction(settings, _batches(values), TaskIdentity(0, batch_id=3))
