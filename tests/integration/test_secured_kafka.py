@@ -158,19 +158,23 @@ def test_tls_with_a_pkcs12_truststore_and_no_hostname_check(
     assert _values(df) == values
 
 
+def _failed_read(spark: Any, options: dict[str, str], topic: str) -> str:
+    """The error of a batch read of ``topic`` that must fail, and fail within 30 s."""
+    started = time.monotonic()
+    with pytest.raises(Exception) as info:  # Spark wraps the library's error
+        spark.read.format("kafka_direct").options(**options).option(
+            "subscribe", topic
+        ).load().count()
+    assert time.monotonic() - started < 30
+    return str(info.value)
+
+
 def test_a_reader_without_rights_is_told_who_may_not_read_what(
     spark: Any, cluster: SecuredKafkaCluster
 ) -> None:
     source = _topic(cluster)  # nothing granted to alice
     _produce(cluster, source, 10, "denied")
-    options = sasl(cluster, "SASL_PLAINTEXT", PLAIN, mechanism="PLAIN")
-    started = time.monotonic()
-    with pytest.raises(Exception) as info:  # Spark wraps the library's error
-        spark.read.format("kafka_direct").options(**options).option(
-            "subscribe", source
-        ).load().count()
-    message = str(info.value)
-    assert time.monotonic() - started < 30
+    message = _failed_read(spark, sasl(cluster, "SASL_PLAINTEXT", PLAIN, mechanism="PLAIN"), source)
     assert "TOPIC_AUTHORIZATION_FAILED" in message and "User:alice" in message, message
     assert f"'{source}'" in message and "kafka-acls.sh --add" in message
     assert ALICE not in message
@@ -179,12 +183,6 @@ def test_a_reader_without_rights_is_told_who_may_not_read_what(
 def test_a_wrong_password_fails_fast_and_says_so(spark: Any, cluster: SecuredKafkaCluster) -> None:
     source = _topic(cluster, "READ", "DESCRIBE")
     options = sasl(cluster, "SASL_PLAINTEXT", PLAIN, password="wr0ng-s3cr3t", mechanism="PLAIN")
-    started = time.monotonic()
-    with pytest.raises(Exception) as info:  # Spark wraps the library's error
-        spark.read.format("kafka_direct").options(**options).option(
-            "subscribe", source
-        ).load().count()
-    message = str(info.value)
-    assert time.monotonic() - started < 30
+    message = _failed_read(spark, options, source)
     assert "uthentication" in message, message
     assert "wr0ng-s3cr3t" not in message and ALICE not in message
