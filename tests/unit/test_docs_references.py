@@ -46,7 +46,7 @@ def _snippets(page: Path) -> Iterator[str]:
     text = page.read_text()
     for block in _FENCE.findall(text):
         yield from block.splitlines()[1:-1]
-    yield from _SPAN.findall(_FENCE.sub("", text))
+    yield from (" ".join(span.split()) for span in _SPAN.findall(_FENCE.sub("", text)))
 
 
 # --- kafka_direct.x.y --------------------------------------------------------------------------
