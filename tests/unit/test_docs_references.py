@@ -14,7 +14,9 @@ or look up, and each name must be real:
   named in backticks (``test_...``) is defined under ``tests/``;
 - ``kafka-direct <command>`` is a subcommand of the CLI's parser, and its ``--flags`` are its own;
 - ``python benchmarks/x.py --flag`` and ``python -m tests.x --flag``: the flag is declared by that
-  script's argparse (its ``add_argument`` calls, and those of the benchmark modules it imports).
+  script's argparse (its ``add_argument`` calls, and those of the benchmark modules it imports);
+- a plain default in a source or sink options table is the reader's default, and docs/writing.md's
+  table of the producers' settings is what ``producer_config`` sets.
 """
 
 from __future__ import annotations
@@ -251,10 +253,12 @@ def option_tables(page: Path) -> Iterator[tuple[str, list[list[str]]]]:
 
 
 def names_in_cell(cell: str) -> list[str]:
-    """`a`, `b` → a, b; `prefix.x.y`, `...y2` → prefix.x.y, prefix.x.y2."""
+    """`a`, `b` → a, b; `prefix.x.y`, `...y2` → prefix.x.y, prefix.x.y2; `a.b`, `.c` → a.b, a.c."""
     names: list[str] = []
     for name in re.findall(r"`([^`]+)`", cell):
-        if name.startswith("...") and names:
+        if name.startswith(".") and not name.startswith("...") and names:
+            name = names[0].rsplit(".", 1)[0] + name  # `a.b.c`, `.d` -> a.b.d
+        elif name.startswith("...") and names:
             tail = name[3:]
             first = names[0]
             cut = first.find(tail.split(".")[0] + ".")
@@ -445,3 +449,60 @@ def test_script_flags_exist(page: str, script: str, flags: tuple[str, ...]) -> N
     assert path.exists(), f"{page} runs `{script}`, which the repository does not have"
     unknown = [f for f in flags if f not in _declared_flags(path, set())]
     assert not unknown, f"{page}: `python {script}` declares no {unknown}"
+
+
+# --- defaults ----------------------------------------------------------------------------------
+
+
+def _defaults(kind: str) -> dict[str, str]:
+    from kafka_direct.config.defaults import OPTION_DEFAULTS
+    from kafka_direct.config.sink import SINK_OPTION_DEFAULTS
+    from kafka_direct.config.value_format import VALUE_FORMAT_DEFAULTS
+
+    table = {"source": {**OPTION_DEFAULTS, **VALUE_FORMAT_DEFAULTS}, "sink": SINK_OPTION_DEFAULTS}
+    return {k.lower(): v for k, v in table.get(kind, {}).items()}
+
+
+def default_rows() -> Iterator[tuple[str, str, str, str]]:
+    """(page, option, documented default, the reader's default) where both are one plain value."""
+    for page, heading, kind, name in sorted(
+        {r for r in option_rows() if r[2] in ("source", "sink")}
+    ):
+        del heading
+        for _heading, rows in option_tables(ROOT / page):
+            for row in rows:
+                if names_in_cell(row[0]) != [name] or len(row) < 2:
+                    continue
+                documented = row[1].strip().strip("`")
+                actual = _defaults(kind).get(name.lower(), "")
+                if actual and re.fullmatch(r"[\w.-]+", documented):
+                    yield page, name, documented, actual
+
+
+@pytest.mark.parametrize(("page", "name", "documented", "actual"), sorted(set(default_rows())))
+def test_documented_defaults_are_the_readers(
+    page: str, name: str, documented: str, actual: str
+) -> None:
+    assert documented.lower() == actual.lower(), (
+        f"{page} gives `{name}` the default {documented!r}; the reader's is {actual!r}"
+    )
+
+
+def test_the_sinks_producer_settings_table_is_producer_config() -> None:
+    """docs/writing.md's table of the producers' settings is what ``producer_config`` sets."""
+    from kafka_direct.config.clients import producer_config
+
+    actual = producer_config({})
+    text = (ROOT / "docs/writing.md").read_text()
+    table = text[text.index("| setting | value | why |") :].split("\n\n")[0].splitlines()[2:]
+    assert table, "docs/writing.md: the producers' settings table is gone"
+    for line in table:
+        cells = _cells(line)
+        names = names_in_cell(cells[0])
+        values = [v.strip() for v in cells[1].split(",")]
+        assert len(names) == len(values), line
+        for name, value in zip(names, values, strict=True):
+            assert actual.get(name) == value, (
+                f"docs/writing.md says the sink's producers set {name}={value}; "
+                f"producer_config sets {actual.get(name)!r}"
+            )
