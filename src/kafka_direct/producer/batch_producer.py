@@ -378,7 +378,7 @@ class PythonBatchProducer:
                 context += (
                     " (a fatal producer error: this producer is closed, a retry gets a new one)"
                 )
-            raise translate(cause, context) from None
+            raise translate(cause, context, access=self._latch.access) from None
 
     # -- producing ------------------------------------------------------------------------
 
