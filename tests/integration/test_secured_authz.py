@@ -153,7 +153,7 @@ def test_a_reader_without_rights_on_its_topic_is_told_who_may_not_read_it(
     assert "Not authorized (TOPIC_AUTHORIZATION_FAILED)" in message, message
     refused = "READ" if path == "batch" else "DESCRIBE and READ"
     assert f"Kafka refused {refused} on topic '{topic}' to principal User:alice" in message
-    assert f"--allow-principal User:alice --operation" in message and f"--topic {topic}" in message
+    assert "--allow-principal User:alice --operation" in message and f"--topic {topic}" in message
 
 
 # ---------------------------------------------------------------------------------- groups
@@ -168,9 +168,13 @@ def test_a_group_the_principal_may_not_read_is_named(
             spark, cluster, topic, tmp_path, commitOffsetsToGroup=group
         ),
         "committed": lambda: _stream(
-            spark, cluster, topic, tmp_path, startingOffsets="committed",
+            spark,
+            cluster,
+            topic,
+            tmp_path,
+            startingOffsets="committed",
             **{"kafka.group.id": group},
-        ),  # fmt: skip
+        ),
         "dstream": lambda: _dstream(spark, cluster, topic, group),
         "receiver": lambda: _receiver(spark, cluster, topic, group, tmp_path),
     }[path]
