@@ -210,7 +210,7 @@ def test_a_writer_without_write_is_told_the_topic_and_the_operation(
 def test_the_exactly_once_sink_names_the_transactional_id_prefix(
     spark: Any, cluster: SecuredKafkaCluster
 ) -> None:
-    topic = _topic(cluster, "WRITE", "DESCRIBE", records=0)
+    topic = _topic(cluster, "WRITE", "DESCRIBE", "READ", records=0)  # READ: the markers
     prefix = f"txn-{topic}"
     message = _refused(
         lambda: _write(
@@ -220,6 +220,16 @@ def test_the_exactly_once_sink_names_the_transactional_id_prefix(
     assert "Not authorized (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)" in message, message
     assert f"on transactional id prefix '{prefix}' to principal User:alice" in message
     assert f"--transactional-id {prefix} --resource-pattern-type prefixed" in message
+
+
+def test_the_exactly_once_sink_needs_read_on_its_marker_topic_and_says_why(
+    spark: Any, cluster: SecuredKafkaCluster
+) -> None:
+    topic = _topic(cluster, "WRITE", "DESCRIBE", records=0)
+    eos = {"deliveryGuarantee": "exactly-once", "transactionalIdPrefix": f"txn-{topic}"}
+    message = _refused(lambda: _write(spark, cluster, topic, **eos))
+    assert "commits each task's marker as an offset on this topic" in message, message
+    assert f"Kafka refused READ on topic '{topic}' to principal User:alice" in message
 
 
 def test_an_idempotent_producer_without_idempotent_write_is_told_so_in_its_task(

@@ -50,13 +50,15 @@ def check_topics(
     topics: Sequence[str],
     operations: str,
     *,
+    what: str | None = None,
     timeout_s: float = 30.0,
 ) -> list[str]:
     """Raise :class:`NotAuthorizedError` if the principal may not do ``operations`` (``"READ"``,
     ``"WRITE"``) on every one of ``topics``; return the topics Kafka says do not exist.
 
     A topic the principal may not DESCRIBE is answered with TOPIC_AUTHORIZATION_FAILED whether
-    it exists or not (Kafka does not tell who may not see it): the error says both causes."""
+    it exists or not (Kafka does not tell who may not see it): the error says both causes.
+    ``what`` says why the query needs the right."""
     if not topics or not authenticates(config):
         return []
     wanted = list(dict.fromkeys(topics))
@@ -82,10 +84,12 @@ def check_topics(
         if missing:
             short[topic] = missing
     if hidden:
-        raise not_authorized(config, f"DESCRIBE {operations}", "topic", sorted(hidden))
+        raise not_authorized(
+            config, f"DESCRIBE {operations}", "topic", sorted(hidden), context=what
+        )
     if short:
         ops = sorted({op for missing in short.values() for op in missing})
-        raise not_authorized(config, " ".join(ops), "topic", sorted(short))
+        raise not_authorized(config, " ".join(ops), "topic", sorted(short), context=what)
     return absent
 
 

@@ -34,6 +34,7 @@ import logging
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import pyarrow as pa
@@ -85,12 +86,13 @@ class TransactionalProducer(PythonBatchProducer):
         super().__init__(config)
         self.transactional_id = config["transactional.id"]
 
-    def _txn(self, what: str, fn: Callable[..., T], *args: Any) -> T:
+    def _txn(self, what: str, fn: Callable[..., T], *args: Any, access: Access | None = None) -> T:
         try:
             return fn(*args)
         except KafkaException as exc:
             self.check()  # a failed delivery explains a failed commit better
-            raise _txn_error(exc, what, self.transactional_id, self._latch.access) from None
+            access = access or self._latch.access
+            raise _txn_error(exc, what, self.transactional_id, access) from None
 
     def init_transactions(self, timeout_s: float) -> None:
         self._txn("initialising", self._producer.init_transactions, timeout_s)
@@ -100,9 +102,18 @@ class TransactionalProducer(PythonBatchProducer):
 
     def send_marker(self, marker: Marker, topic: str, group: Any, timeout_s: float) -> None:
         offsets = [TopicPartition(topic, 0, marker.offset(), marker.encode())]
+        # Kafka checks a marker like a consumer's commit: READ on the topic and on the group
+        # (named like the transactional id).
+        base = self._latch.access
+        access = (
+            None
+            if base is None
+            else replace(base, topics=[topic], topic_operations="READ", group=self.transactional_id)
+        )
         self._txn(
             "adding the task's marker to the transaction",
             self._producer.send_offsets_to_transaction, offsets, group, timeout_s,
+            access=access,
         )  # fmt: skip
 
     def commit_transaction(self, timeout_s: float) -> None:

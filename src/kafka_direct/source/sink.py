@@ -235,6 +235,13 @@ def _check_cluster(opts: SinkOptions) -> None:
         config = connection_config(opts.kafka)
         with kafka_errors("Checking the rights on the sink's topic"):
             check_topics(admin, config, [opts.topic], "WRITE", timeout_s=CONNECT_TIMEOUT_S)
+            if opts.marker_topic is not None:
+                check_topics(
+                    admin, config, [opts.marker_topic], "READ", timeout_s=CONNECT_TIMEOUT_S,
+                    what="deliveryGuarantee 'exactly-once' commits each task's marker as an "
+                    "offset on this topic ('transactionMarkerTopic'), which Kafka allows to "
+                    "readers of the topic only",
+                )  # fmt: skip
     if opts.marker_topic is not None and opts.marker_topic not in metadata.topics:
         raise ConfigurationError(
             "transactionMarkerTopic" if opts.marker_topic != opts.topic else "topic",
