@@ -184,6 +184,19 @@ def test_a_group_the_principal_may_not_read_is_named(
     assert f"--group {group}." in message
 
 
+def test_a_task_refused_its_group_names_it(spark: Any, cluster: SecuredKafkaCluster) -> None:
+    """The executors' side: their consumers assign and never commit, but librdkafka looks their
+    group up (``<groupIdPrefix>-<hash>-executor``), and the fetch fails in the task."""
+    topic = _topic(cluster, "READ", "DESCRIBE")
+    message = _refused(
+        lambda: spark.read.format("kafka_direct").options(**_options(cluster))
+        .option("subscribe", topic).option("groupIdPrefix", "ungranted").load().count()
+    )  # fmt: skip
+    assert "Not authorized (GROUP_AUTHORIZATION_FAILED)" in message, message
+    assert "Kafka refused READ on group 'ungranted-" in message
+    assert "-executor' to principal User:alice" in message
+
+
 # ---------------------------------------------------------------------------------- the sink
 def _write(spark: Any, cluster: SecuredKafkaCluster, topic: str, **extra: str) -> None:
     spark.createDataFrame([("a",), ("b",)], "value string").write.format("kafka_direct").mode(
