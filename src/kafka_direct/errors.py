@@ -14,6 +14,7 @@ Every error the library raises on purpose derives from :class:`KafkaDirectError`
      ├── StreamStateError            a direct stream method was called in the wrong state
      ├── KafkaClientError            a librdkafka error, translated in one place (kafka/translate)
      │    ├── TopicNotFoundError     a topic named in subscribe/assign does not exist
+     │    ├── NotAuthorizedError     Kafka's authorizer refused an operation (names the principal)
      │    ├── OffsetsUnavailableError  the cluster gave no valid offset for some partitions
      │    ├── FetchTimeoutError      an executor waited kafkaConsumer.pollTimeoutMs for data
      │    └── DeliveryError          the sink's producer could not deliver a record
@@ -44,6 +45,7 @@ __all__ = [
     "IncompleteInputError",
     "KafkaClientError",
     "KafkaDirectError",
+    "NotAuthorizedError",
     "OffsetConflictError",
     "OffsetsUnavailableError",
     "ReceiverFailedError",
@@ -207,6 +209,32 @@ class KafkaClientError(KafkaDirectError):
 
 class TopicNotFoundError(KafkaClientError):
     """A topic named by ``subscribe`` or ``assign`` does not exist on the cluster."""
+
+
+class NotAuthorizedError(KafkaClientError):
+    """Kafka's authorizer refused an operation (``*_AUTHORIZATION_FAILED``): never retried.
+
+    ``principal`` is the principal as the broker sees it (from the client's own settings, never
+    a secret), ``operations`` what was refused (``READ``, ``WRITE``, ``IDEMPOTENT_WRITE``...),
+    ``resource`` its kind (``topic``, ``group``, ``transactional id``, ``cluster``) and ``names``
+    the resources (a transactional id is a prefix). The message carries a ``kafka-acls`` line.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str,
+        principal: str,
+        operations: Sequence[str],
+        resource: str,
+        names: Sequence[str],
+    ) -> None:
+        super().__init__(message, code=code, retriable=False)
+        self.principal = principal
+        self.operations = tuple(operations)
+        self.resource = resource
+        self.names = tuple(names)
 
 
 class OffsetsUnavailableError(KafkaClientError):

@@ -4,11 +4,15 @@ client log. Runs in the user's process."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+from typing import Any
 
 __all__ = [
     "CLIENT_EVENTS_LOG",
     "CLIENT_LOG",
     "EXIT_INTERRUPTED",
+    "add_command_config",
+    "client_config",
     "positive_seconds",
     "whole_number",
 ]
@@ -45,3 +49,36 @@ def whole_number(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
     return value
+
+
+def add_command_config(parser: Any) -> None:
+    """``--command-config PATH``: a Kafka client properties file, as Kafka's own tools take."""
+    parser.add_argument(
+        "--command-config",
+        metavar="PATH",
+        default=None,
+        help="a Kafka client properties file (key=value, as for kafka-console-consumer.sh): "
+        "security.protocol, sasl.mechanism, sasl.jaas.config, ssl.truststore.location...",
+    )
+
+
+def client_config(args: argparse.Namespace, bootstrap: str | None = None) -> dict[str, str]:
+    """The client settings a command connects with: ``bootstrap`` (``--bootstrap-servers`` by
+    default) and what ``--command-config`` holds, translated as a Spark job's options are
+    (:mod:`kafka_direct.config.properties`)."""
+    from kafka_direct.config.properties import client_properties
+    from kafka_direct.errors import ConfigurationError
+
+    servers = bootstrap if bootstrap is not None else getattr(args, "bootstrap_servers", None)
+    path = getattr(args, "command_config", None)
+    if not path:
+        return {"bootstrap.servers": servers or ""}
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigurationError(
+            "--command-config", path, "a readable Kafka client properties file",
+            f"It could not be read ({exc.strerror or exc}).",
+        ) from None  # fmt: skip
+    source = f"--command-config {path}"
+    return dict(client_properties(text, source=source, bootstrap_servers=servers))

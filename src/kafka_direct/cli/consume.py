@@ -21,14 +21,20 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as CkTopicPartition
 
-from kafka_direct.cli.common import positive_seconds, whole_number
+from kafka_direct.cli.common import (
+    add_command_config,
+    client_config,
+    positive_seconds,
+    whole_number,
+)
 from kafka_direct.errors import KafkaClientError, TopicNotFoundError
+from kafka_direct.kafka.authorization import Access
 from kafka_direct.kafka.events import ClientEvents
 from kafka_direct.kafka.logs import client_hooks
-from kafka_direct.kafka.translate import kafka_errors
+from kafka_direct.kafka.translate import kafka_errors, translate
 
 __all__ = ["Line", "add_consume_subcommand", "format_record"]
 
@@ -138,11 +144,15 @@ def _consume(
 ) -> int:
     out, err = out or sys.stdout, err or sys.stderr
     events = ClientEvents("The Kafka consumer")
+    settings = client_config(args)
+    # assign() only, never a commit: no group is joined and no offset moves. librdkafka still
+    # looks the group up, so a secured cluster's ACLs apply to it: the file may name its own.
+    group = settings.pop("group.id", "kafka-direct-cli-consume")
+    access = Access(settings, topics=[args.topic], group=group)
     consumer = consumer_factory(
         {
-            "bootstrap.servers": args.bootstrap_servers,
-            # assign() only, never a commit: no group is joined and no offset moves.
-            "group.id": "kafka-direct-cli-consume",
+            **settings,
+            "group.id": group,
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
             "client.id": "kafka-direct-cli-consume",
@@ -169,10 +179,10 @@ def _consume(
                 error = message.error()
                 if error is not None:
                     if error.code() != KafkaError._PARTITION_EOF:
-                        raise KafkaClientError(
-                            f"Reading topic '{args.topic}' failed: {error.str()} ({error.name()})",
-                            code=error.name(),
-                        )
+                        raise translate(
+                            KafkaException(error), f"Reading topic '{args.topic}' failed",
+                            access=access,
+                        )  # fmt: skip
                     continue
                 kind, stamp = message.timestamp()
                 out.write(
@@ -207,6 +217,7 @@ def add_consume_subcommand(sub: Any) -> None:
     )
     con.add_argument("topic", metavar="TOPIC")
     con.add_argument("--bootstrap-servers", required=True)
+    add_command_config(con)
     con.add_argument(
         "--from-beginning",
         action="store_true",

@@ -15,7 +15,12 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, TextIO
 
-from kafka_direct.cli.common import positive_seconds, whole_number
+from kafka_direct.cli.common import (
+    add_command_config,
+    client_config,
+    positive_seconds,
+    whole_number,
+)
 from kafka_direct.kafka.lag import LagRow, group_lag
 
 __all__ = ["CLEAR_SCREEN", "add_lag_subcommand", "format_lag"]
@@ -62,7 +67,7 @@ def _lag(
     lag_rows: Callable[..., list[LagRow]] = group_lag,
 ) -> int:
     out = out or sys.stdout
-    kafka = {"bootstrap.servers": args.bootstrap_servers}
+    kafka = client_config(args)
     # A terminal gets one table redrawn in place (like `watch`); a pipe or file gets every table,
     # each under its timestamp, so the output stays a readable log.
     redraw = bool(args.watch) and out.isatty()
@@ -94,6 +99,7 @@ def add_lag_subcommand(sub: Any) -> None:
         "under its timestamp.",
     )
     lag.add_argument("--bootstrap-servers", required=True)
+    add_command_config(lag)
     lag.add_argument("--group", required=True)
     lag.add_argument("--topic", action="append", help="also show partitions without a commit")
     lag.add_argument("--watch", type=positive_seconds, default=0, help="refresh every N seconds")

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 from urllib.parse import urlsplit
 
-from kafka_direct.cli.common import positive_seconds
+from kafka_direct.cli.common import add_command_config, client_config, positive_seconds
 from kafka_direct.config.kafka import Subscription
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.offsets import (
@@ -48,10 +48,19 @@ def _refuse_missing_sqlite(url: str) -> None:
         )
 
 
+def _store_security(args: argparse.Namespace) -> dict[str, str]:
+    """A kafka:// store's client settings from --command-config (its address is the URL's)."""
+    if not getattr(args, "command_config", None):
+        return {}
+    settings = client_config(args, bootstrap="-")
+    settings.pop("bootstrap.servers", None)
+    return settings
+
+
 def _show(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     _refuse_missing_sqlite(args.store)
-    with open_store(args.store) as store:
+    with open_store(args.store, _store_security(args)) as store:
         offsets = store.load(args.group)
     if not offsets:
         out.write(f"group '{args.group}' has no stored offsets\n")
@@ -155,7 +164,7 @@ def _reset(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
     out = out or sys.stdout
     reader = AdminOffsetReader(
-        KafkaConfig({"bootstrap.servers": args.bootstrap_servers}),
+        KafkaConfig(client_config(args)),
         request_timeout_s=args.timeout,
     )
     try:
@@ -163,7 +172,7 @@ def _reset(args: argparse.Namespace, out: TextIO | None = None) -> int:
     finally:
         reader.close()
     ranges = [OffsetRange(tp.topic, tp.partition, off, off) for tp, off in sorted(targets.items())]
-    with open_store(args.store) as store:
+    with open_store(args.store, _store_security(args)) as store:
         store.save(args.group, ranges)
     shown = json.dumps({f"{tp}": off for tp, off in sorted(targets.items())})
     out.write(f"group '{args.group}' now at {shown}\n")
@@ -180,6 +189,7 @@ def add_offsets_subcommand(sub: Any) -> None:
     show = actions.add_parser("show", help="the group's stored next offsets")
     show.add_argument("--store", required=True, help="kafka://…, sqlite:///…, postgresql://…")
     show.add_argument("--group", required=True)
+    add_command_config(show)
     show.set_defaults(func=_show)
     reset = actions.add_parser(
         "reset",
@@ -191,6 +201,7 @@ def add_offsets_subcommand(sub: Any) -> None:
     reset.add_argument("--store", required=True)
     reset.add_argument("--group", required=True)
     reset.add_argument("--bootstrap-servers", required=True, help="to check and resolve offsets")
+    add_command_config(reset)
     reset.add_argument("--topic", action="append", required=True)
     reset.add_argument("--to", required=True, help='earliest, latest, or JSON {"t": {"0": 42}}')
     reset.add_argument(

@@ -31,6 +31,8 @@ from typing import Any, TextIO
 
 from kafka_direct.cli.common import (
     EXIT_INTERRUPTED,
+    add_command_config,
+    client_config,
     positive_seconds,
     whole_number,
 )
@@ -125,7 +127,7 @@ class Deliveries:
 
 def _producer_config(args: argparse.Namespace, events: Any) -> dict[str, Any]:
     return {
-        "bootstrap.servers": args.bootstrap_servers,
+        **client_config(args),
         "linger.ms": "20",
         "batch.num.messages": "10000",
         # Records the CLI does not place itself (partition count unknown) go where Java's
@@ -401,6 +403,7 @@ def add_produce_subcommand(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     prod.add_argument("--bootstrap-servers", required=True)
+    add_command_config(prod)
     prod.add_argument("--topic", required=True)
     prod.add_argument(
         "--records", type=whole_number, default=10_000, help="how many records (10000)"

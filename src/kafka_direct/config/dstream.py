@@ -73,12 +73,16 @@ def validate_params(
     if not isinstance(params, Mapping):
         raise ConfigurationError("kafkaParams", type(params).__name__, "a dict of librdkafka keys")
     config = {str(k): param_text(v) for k, v in params.items() if v is not None}
-    kafka_params(
-        config,
-        owned=_OWNED,
-        owner="stream",
-        prefix="",
-        bootstrap_fix="Add 'bootstrap.servers': 'host1:9092,host2:9092' to kafkaParams.",
+    # Judged and translated (a Java client's JAAS line and stores become librdkafka's): the
+    # translation is what the clients get, as on the source.
+    config = dict(
+        kafka_params(
+            config,
+            owned=_OWNED,
+            owner="stream",
+            prefix="",
+            bootstrap_fix="Add 'bootstrap.servers': 'host1:9092,host2:9092' to kafkaParams.",
+        )
     )
     group = config.get("group.id", "").strip()
     if not group and require_group:

@@ -50,6 +50,7 @@ from kafka_direct.consumer.task_consumer import (
     Taken,
     TaskConsumer,
 )
+from kafka_direct.kafka.authorization import Access
 from kafka_direct.kafka.events import ClientEvents
 from kafka_direct.kafka.translate import kafka_errors, translate
 from kafka_direct.offsets import OffsetRange
@@ -125,7 +126,7 @@ class PartitionConsumer(TaskConsumer):
                 msgs = consume_within(consumer.consume, n, slice_s, max_bytes, self.record_bytes)
             if not msgs:
                 return Taken(Outcome.NOTHING, None, nxt)
-            data, eof = _split_events(msgs, rng)
+            data, eof = _split_events(msgs, rng, self.access_to([rng.topic]))
             if data:
                 first, last = data[0].offset(), data[-1].offset()
                 self.next_offset = last + 1
@@ -256,7 +257,9 @@ def _take_native(
     if got is None:
         return Taken(Outcome.NOTHING, None, nxt)
     if got.error is not None:
-        raise translate(KafkaError(*got.error), f"Consuming {rng}")
+        raise translate(
+            KafkaError(*got.error), f"Consuming {rng}", access=pc.access_to([rng.topic])
+        )
     if got.last >= 0:
         pc.next_offset = got.last + 1
         # max(): records before nxt (a skip ahead, see position_at) move nothing.
@@ -302,7 +305,9 @@ class _GcPaused:
                 gc.enable()
 
 
-def _split_events(msgs: list[Any], rng: OffsetRange) -> tuple[list[Any], int | None]:
+def _split_events(
+    msgs: list[Any], rng: OffsetRange, access: Access | None = None
+) -> tuple[list[Any], int | None]:
     """Data messages, and the log-end offset if the batch ends in an EOF event (or
     ``_OUT_OF_RANGE``, after the data queued before the error).
 
@@ -324,5 +329,5 @@ def _split_events(msgs: list[Any], rng: OffsetRange) -> tuple[list[Any], int | N
         elif err.code() == KafkaError._AUTO_OFFSET_RESET:
             return data, _OUT_OF_RANGE
         else:
-            raise translate(err, f"Consuming {rng}")
+            raise translate(err, f"Consuming {rng}", access=access)
     return data, eof

@@ -159,7 +159,8 @@ class GroupConsumer(TaskConsumer):
         if got is None:
             return None
         if got.error is not None:
-            raise translate(KafkaError(*got.error), rnd.what)
+            topics = (slot.rng.topic for slot in rnd.slots)
+            raise translate(KafkaError(*got.error), rnd.what, access=self.access_to(topics))
         return ([got.batch] if got.batch else []), got.news
 
     def position_at(
@@ -337,7 +338,7 @@ def _take_python(
                 elif i is not None and code == KafkaError._AUTO_OFFSET_RESET:
                     seen.setdefault(i, [-1, False, None, False])[3] = True
                 else:
-                    raise translate(err, what)
+                    raise translate(err, what, access=pc.access_to(s.rng.topic for s in slots))
                 continue
             if i is None:
                 continue

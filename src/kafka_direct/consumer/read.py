@@ -41,6 +41,7 @@ from kafka_direct.consumer.packed import GroupConsumer
 from kafka_direct.consumer.pool import PoolKey, get_pool
 from kafka_direct.consumer.task_consumer import OnSkip, ReadTask, TaskConsumer
 from kafka_direct.executor.task import append_stats, stats_dir, task_info
+from kafka_direct.kafka.authorization import Access
 from kafka_direct.kafka.events import ClientEvents
 from kafka_direct.kafka.logs import client_hooks
 from kafka_direct.kafka.translate import kafka_errors
@@ -60,9 +61,13 @@ def _new_consumer(key: PoolKey, config: Mapping[str, str]) -> TaskConsumer:
         with kafka_errors("Creating a Kafka consumer on the executor"):
             return Consumer({**config, **client_hooks(events)})
 
+    made: TaskConsumer
     if key.assignment:
-        return GroupConsumer(client(), events, renew=client)
-    return PartitionConsumer(client(), events)
+        made = GroupConsumer(client(), events, renew=client)
+    else:
+        made = PartitionConsumer(client(), events)
+    made.access = Access(config, group=config.get("group.id"))
+    return made
 
 
 def uses_fast_path(settings: ExecutorSettings) -> bool:

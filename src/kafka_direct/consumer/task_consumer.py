@@ -16,8 +16,8 @@ reported (authentication, TLS).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any, NamedTuple, Protocol, TypedDict, cast
 
@@ -26,6 +26,7 @@ import pyarrow as pa
 from kafka_direct.config.clients import ExecutorSettings
 from kafka_direct.consumer.native import NativeConsumer
 from kafka_direct.errors import FetchTimeoutError
+from kafka_direct.kafka.authorization import Access
 from kafka_direct.kafka.events import ClientEvents
 from kafka_direct.offsets import OffsetRange, TopicPartition
 
@@ -114,9 +115,18 @@ class TaskConsumer:
         self.events = events
         #: The offset after the last record taken off the queue (None: not known).
         self.next_offset: int | None = None
+        #: The client's settings and group, for naming what Kafka's authorizer refused in a
+        #: task (set where the client is made: :mod:`~kafka_direct.consumer.read`).
+        self.access: Access | None = None
         #: Mean key + value bytes of the records last read (``None`` before any): sizes a
         #: budgeted read's first chunk (:mod:`~kafka_direct.consumer.budget`) and the skip-ahead.
         self.record_bytes: float | None = None
+
+    def access_to(self, topics: Iterable[str]) -> Access | None:
+        """:attr:`access` reading ``topics``, for the translator."""
+        if self.access is None:
+            return None
+        return replace(self.access, topics=sorted(set(topics)))
 
     def note_sizes(self, batch: pa.RecordBatch) -> None:
         """Remember the mean key + value size of ``batch``'s records."""

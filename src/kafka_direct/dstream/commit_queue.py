@@ -16,7 +16,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from kafka_direct.errors import OffsetConflictError
+from kafka_direct.errors import NotAuthorizedError, OffsetConflictError
 from kafka_direct.offsets import OffsetRange, TopicPartition
 from kafka_direct.stores.base import OffsetStore, ends_of
 
@@ -86,8 +86,10 @@ class CommitQueue:
         callback = self.callback
         try:
             store.save(group_id, ranges)
-        except OffsetConflictError:
-            raise  # another writer owns the group: committing on would hide duplicates
+        except (OffsetConflictError, NotAuthorizedError):
+            # Another writer owns the group (committing on would hide duplicates), or the
+            # principal may not commit to it (waiting cannot fix that).
+            raise
         except Exception as exc:  # noqa: BLE001 - any store's failure: keep the offsets queued
             self.add(ranges, None)
             log.warning(

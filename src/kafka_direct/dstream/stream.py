@@ -178,6 +178,7 @@ class DirectKafkaStream(StreamLifecycle[BatchInfo]):
         """Resolve the starting offsets (errors surface here) and start the batch loop."""
         self._check_startable()
         try:
+            self._store.check_access(self.group_id)
             self._current = self._planner.initial_offsets()
         except BaseException:
             self._close_clients()

@@ -19,8 +19,10 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
 from confluent_kafka import TopicPartition as CkTopicPartition
 
 from kafka_direct.config.kafka import KafkaConfig
-from kafka_direct.errors import KafkaClientError
+from kafka_direct.errors import KafkaClientError, NotAuthorizedError
+from kafka_direct.kafka.access import check_group
 from kafka_direct.kafka.admin import new_admin_client
+from kafka_direct.kafka.authorization import Access
 from kafka_direct.kafka.translate import kafka_errors, translate
 from kafka_direct.offsets import PartitionOffsets, TopicPartition
 
@@ -51,15 +53,16 @@ def fetch_group_offsets(
     wanted = None if tps is None else [CkTopicPartition(tp.topic, tp.partition) for tp in tps]
     request = [ConsumerGroupTopicPartitions(group, wanted)]
     context = f"Fetching committed offsets of group '{group}'"
+    access = Access(kafka, group=group, group_operations="DESCRIBE")
     deadline = time.monotonic() + timeout_s
     while True:
-        with kafka_errors(context):
+        with kafka_errors(context, access=access):
             futures = admin.list_consumer_group_offsets(request, request_timeout=timeout_s)
         try:
             result = futures[group].result(timeout=timeout_s + 5)
             break
         except (KafkaException, FutureTimeout) as exc:
-            error = translate(exc, context)
+            error = translate(exc, context, access=access)
             # A coordinator that is still loading __consumer_offsets (the first group request
             # of a fresh cluster, or after a coordinator moved) answers this: Kafka's own
             # clients wait it out, and librdkafka leaves it to the caller here.
@@ -94,17 +97,18 @@ def commit_group_offsets(
         CkTopicPartition(tp.topic, tp.partition, int(off)) for tp, off in sorted(offsets.items())
     ]
     context = f"Committing offsets of group '{group}'"
-    with kafka_errors(context):
+    access = Access(kafka, topics=sorted({tp.topic for tp in offsets}), group=group)
+    with kafka_errors(context, access=access):
         futures = admin.alter_consumer_group_offsets(
             [ConsumerGroupTopicPartitions(group, tps)], request_timeout=timeout_s
         )
     try:
         result = futures[group].result(timeout=timeout_s + 5)
     except (KafkaException, FutureTimeout) as exc:
-        raise translate(exc, context) from exc
+        raise translate(exc, context, access=access) from exc
     for ck in result.topic_partitions or []:
         if ck.error is not None:
-            raise translate(ck.error, f"{context} for {ck.topic}-{ck.partition}")
+            raise translate(ck.error, f"{context} for {ck.topic}-{ck.partition}", access=access)
 
 
 class GroupCommitter:
@@ -135,6 +139,7 @@ class GroupCommitter:
         self.failures = 0
         self._retry_at = 0.0
         self._admin: Any = None
+        self._checked = False
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -144,8 +149,23 @@ class GroupCommitter:
     def __repr__(self) -> str:
         return f"GroupCommitter(group={self.group!r})"
 
+    def check(self) -> None:
+        """Once per process: raise :class:`NotAuthorizedError` if the principal may not commit
+        to the group (READ), before any batch runs, rather than warn at every commit."""
+        if self._checked:
+            return
+        if self._admin is None:
+            self._admin = new_admin_client(self.kafka)
+        with kafka_errors(f"Checking the rights on group '{self.group}'"):
+            check_group(
+                self._admin, self.kafka, self.group,
+                what="commitOffsetsToGroup commits the query's offsets", timeout_s=self.timeout_s,
+            )  # fmt: skip
+        self._checked = True
+
     def commit(self, offsets: Mapping[TopicPartition, int]) -> bool:
-        """Commit ``offsets`` unless backing off after a failure; True when the broker accepted."""
+        """Commit ``offsets`` unless backing off after a failure; True when the broker accepted.
+        A refusal by Kafka's authorizer raises: waiting cannot fix it."""
         now = self._clock()
         if now < self._retry_at:
             return False
@@ -155,6 +175,8 @@ class GroupCommitter:
             commit_group_offsets(
                 self.kafka, self.group, offsets, timeout_s=self.timeout_s, admin=self._admin
             )
+        except NotAuthorizedError:
+            raise
         except KafkaClientError as exc:
             # A group with active members refuses commits from outside; so does a broker that is
             # down. Neither may fail the query: back off, and commit newer offsets later.

@@ -32,7 +32,7 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, TypeVar
 
-from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException
+from confluent_kafka import IsolationLevel, KafkaException
 from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ConfigResource,
@@ -40,11 +40,10 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 from confluent_kafka.admin import OffsetSpec as _CkOffsetSpec  # type: ignore[attr-defined]
 
-from kafka_direct.config.clients import admin_config
 from kafka_direct.config.kafka import KafkaConfig, Subscription
 from kafka_direct.errors import KafkaClientError, OffsetsUnavailableError, TopicNotFoundError
+from kafka_direct.kafka.access import check_topics
 from kafka_direct.kafka.admin import new_admin_client
-from kafka_direct.kafka.authorization import not_authorized
 from kafka_direct.kafka.events import ClientEvents, reach_advice
 from kafka_direct.kafka.groups import fetch_group_offsets
 from kafka_direct.kafka.translate import kafka_errors, translate
@@ -97,6 +96,7 @@ class AdminOffsetReader:
         self._admin: Any = None
         self._events: ClientEvents | None = None
         self._connected = False
+        self._checked: set[str] = set()
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -189,19 +189,19 @@ class AdminOffsetReader:
     def partitions(self, strategy: Subscription) -> set[TopicPartition]:
         topics = self.topic_partitions()
         if strategy.kind == "subscribe":
+            self.check_rights(strategy.topics)
             wanted = [t for t in strategy.topics if t in topics]
-            absent = [t for t in strategy.topics if t not in topics]
-            if absent:
-                self._refuse_unauthorized(absent)
             return {TopicPartition(t, p) for t in wanted for p in topics[t]}
         if strategy.kind == "subscribePattern":
             pattern = re.compile(strategy.pattern or "")
-            return {
+            matched = {
                 TopicPartition(t, p) for t, ps in topics.items() if pattern.fullmatch(t) for p in ps
             }
+            self.check_rights(sorted({tp.topic for tp in matched}))
+            return matched
+        self.check_rights(sorted({tp.topic for tp in strategy.partitions}))
         missing = [tp for tp in strategy.partitions if tp.partition not in topics.get(tp.topic, ())]
         if missing:
-            self._refuse_unauthorized(sorted({tp.topic for tp in missing} - set(topics)))
             names = ", ".join(str(tp) for tp in missing)
             raise TopicNotFoundError(
                 f"Option 'assign' names {names}, which the cluster does not have. "
@@ -209,41 +209,19 @@ class AdminOffsetReader:
             )
         return set(strategy.partitions)
 
-    def _refuse_unauthorized(self, topics: list[str]) -> None:
-        """Kafka leaves the topics a principal may not DESCRIBE out of a listing: on a cluster
-        that authenticates its clients (SASL or SSL), ask for the missing ones by name, and fail
-        at once with the principal when Kafka says TOPIC_AUTHORIZATION_FAILED (it says so for a
-        topic that does not exist too, rather than tell who may not see it that it exists).
-
-        Asked through a consumer handle, whose metadata requests never create a topic (an
-        admin client's, like a producer's, may ask the brokers to auto-create it)."""
-        protocol = self._kafka.get("security.protocol", "plaintext").lower()
-        if protocol == "plaintext":
+    def check_rights(self, topics: Iterable[str]) -> None:
+        """May this principal READ ``topics``? Kafka leaves the topics a principal may not
+        DESCRIBE out of a listing, and a topic it may DESCRIBE but not READ fails only in the
+        executors' fetch: ask Kafka by name, once per topic and reader (a stream asks at every
+        trigger), and fail before any task runs with the principal, the topic and the grant
+        (:mod:`kafka_direct.kafka.access`). A topic that really is missing is left to the
+        caller (TopicNotFoundError, or a pattern's later topic)."""
+        unchecked = [t for t in topics if t not in self._checked]
+        if not unchecked:
             return
-        config: dict[str, Any] = {
-            **admin_config(self._kafka),
-            "group.id": "kafka-direct-authorization-check",
-            "allow.auto.create.topics": "false",
-        }
-        denied: list[str] = []
-        try:
-            consumer = Consumer(config)
-        except KafkaException:
-            return  # the caller's own missing-topic handling applies
-        try:
-            for topic in topics:
-                try:
-                    meta = consumer.list_topics(topic=topic, timeout=self._timeout_s)
-                except KafkaException:
-                    return
-                found = meta.topics.get(topic)
-                error = None if found is None else found.error
-                if error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
-                    denied.append(topic)
-        finally:
-            consumer.close()
-        if denied:
-            raise not_authorized(self._kafka, "DESCRIBE READ", "topic", denied)
+        with kafka_errors("Checking the rights on the topics"):
+            check_topics(self.admin, self._kafka, unchecked, "READ", timeout_s=self._timeout_s)
+        self._checked.update(unchecked)
 
     # -- offsets -------------------------------------------------------------------------------
 

@@ -20,7 +20,13 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 
-from kafka_direct.errors import ConfigurationError, KafkaClientError, TopicNotFoundError
+from kafka_direct.errors import (
+    ConfigurationError,
+    KafkaClientError,
+    NotAuthorizedError,
+    TopicNotFoundError,
+)
+from kafka_direct.kafka.authorization import DENIED_CODES, Access
 from kafka_direct.redaction import SAFE_KAFKA_KEYS, SECRET_KEYS
 
 __all__ = ["config_error", "kafka_errors", "translate"]
@@ -45,22 +51,40 @@ _HOPELESS = _NOT_FOUND | {
     KafkaError.TOPIC_AUTHORIZATION_FAILED,
     KafkaError.GROUP_AUTHORIZATION_FAILED,
     KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
     KafkaError.UNSUPPORTED_VERSION,
     KafkaError.UNSUPPORTED_SASL_MECHANISM,
     KafkaError.INVALID_REQUEST,
 }
 
 
-def translate(error: KafkaError | KafkaException | BaseException, context: str) -> KafkaClientError:
+def translate(
+    error: KafkaError | KafkaException | BaseException,
+    context: str,
+    *,
+    access: Access | None = None,
+) -> KafkaClientError:
     """Map a librdkafka error to our hierarchy; ``context`` says what we were doing.
 
     ``retriable`` is our verdict: True unless the error cannot pass by waiting (see _HOPELESS).
+    An ``*_AUTHORIZATION_FAILED`` code becomes a
+    :class:`~kafka_direct.errors.NotAuthorizedError`: with ``access`` (what the client was
+    doing) it names the principal, the operation and the resource, as the driver's checks do.
     """
     if isinstance(error, (TimeoutError, FutureTimeout)):
         return KafkaClientError(f"{context}: timed out", code="_TIMED_OUT", retriable=True)
     kerr = error.args[0] if isinstance(error, KafkaException) and error.args else error
     if isinstance(kerr, KafkaError):
         code = kerr.code()
+        if kerr.name() in DENIED_CODES:
+            if access is not None:
+                return access.refused(kerr.name(), context)
+            # Who and what are not known here: Kafka's own words, with the code.
+            return NotAuthorizedError(
+                f"{context}: {kerr.str()} ({kerr.name()}). {_GRANT}",
+                code=kerr.name(), principal="", operations=(),
+                resource=DENIED_CODES[kerr.name()], names=(),
+            )  # fmt: skip
         cls = TopicNotFoundError if code in _NOT_FOUND else KafkaClientError
         return cls(
             f"{context}: {kerr.str()} ({kerr.name()})",
@@ -70,13 +94,19 @@ def translate(error: KafkaError | KafkaException | BaseException, context: str) 
     return KafkaClientError(f"{context}: {error}")
 
 
+_GRANT = (
+    "Kafka's authorizer refused the client's principal: grant the operation with "
+    "kafka-acls.sh (see the Security page of the docs)."
+)
+
+
 @contextmanager
-def kafka_errors(context: str) -> Iterator[None]:
+def kafka_errors(context: str, *, access: Access | None = None) -> Iterator[None]:
     """Translate any confluent-kafka exception raised inside the block."""
     try:
         yield
     except KafkaException as exc:
-        raise translate(exc, context) from exc
+        raise translate(exc, context, access=access) from exc
 
 
 # librdkafka's wording when it refuses a setting at client creation.

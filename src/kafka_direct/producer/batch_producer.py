@@ -31,12 +31,19 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any, Protocol, TypeVar
 
 import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from kafka_direct.errors import ConfigurationError, DeliveryError, KafkaClientError
+from kafka_direct.errors import (
+    ConfigurationError,
+    DeliveryError,
+    KafkaClientError,
+    NotAuthorizedError,
+)
+from kafka_direct.kafka.authorization import Access
 from kafka_direct.kafka.events import ClientEvents
 from kafka_direct.kafka.logs import client_hooks
 from kafka_direct.kafka.translate import translate
@@ -125,13 +132,19 @@ def delivery_error(
     timeout_option: str,
     timeout_ms: str,
     events: ClientEvents,
-) -> DeliveryError:
+    access: Access | None = None,
+) -> KafkaClientError:
     """A record the broker did not acknowledge: its topic, partition and cause; a timeout also
     names the brokers, the delivery timeout and what the client reported."""
     # A record that never got a partition (no metadata yet) reports None or -1.
     known = partition is not None and partition >= 0
     where = f"{topic}-{partition}" if known else f"{topic} (no partition assigned yet)"
-    base = translate(error, f"Writing to Kafka failed: a record for {where} was not delivered")
+    context = f"Writing to Kafka failed: a record for {where} was not delivered"
+    if access is not None and topic:
+        access = replace(access, topics=[topic])
+    base = translate(error, context, access=access)
+    if isinstance(base, NotAuthorizedError):
+        return base
     message = str(base)
     if error.code() in (KafkaError._MSG_TIMED_OUT, KafkaError.REQUEST_TIMED_OUT):
         seen = events.summary()
@@ -148,6 +161,14 @@ def delivery_error(
         code=base.code,
         retriable=base.retriable,
     )
+
+
+def producer_access(config: Mapping[str, str]) -> Access:
+    """What a sink's producer does: WRITE on its topics, under the exactly-once sink's
+    transactional id prefix if any (each task's id is ``<prefix>-<partition id>``)."""
+    txn = config.get("transactional.id")
+    prefix = txn.rsplit("-", 1)[0] if txn else None
+    return Access(config, topic_operations="WRITE", transactional_prefix=prefix)
 
 
 def refused_error(exc: BaseException, topic: str, partition: int) -> KafkaClientError:
@@ -233,7 +254,10 @@ class FatalLatch:
     out again (:mod:`~kafka_direct.producer.pool`).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, access: Access | None = None) -> None:
+        #: What the producer does, for naming a refusal (an idempotent producer without
+        #: IDEMPOTENT_WRITE gets CLUSTER_AUTHORIZATION_FAILED as a fatal error).
+        self.access = access
         self._lock = threading.Lock()
         self._error: KafkaClientError | None = None
         self._usable = True
@@ -258,7 +282,10 @@ class FatalLatch:
 
     def fatal(self, error: KafkaError) -> None:
         """librdkafka reported a fatal error."""
-        self.keep(lambda: translate(error, "The Kafka producer failed (fatal error)"), fatal=True)
+        self.keep(
+            lambda: translate(error, "The Kafka producer failed (fatal error)", access=self.access),
+            fatal=True,
+        )
 
     def unusable(self) -> None:
         """A fatal error surfaced as an exception, which the task raises itself."""
@@ -290,7 +317,7 @@ class PythonBatchProducer:
     def __init__(self, config: Mapping[str, str]) -> None:
         self._bootstrap = config.get("bootstrap.servers", "?")
         self._timeout_option, self._timeout_ms = delivery_timeout_setting(config)
-        self._latch = FatalLatch()
+        self._latch = FatalLatch(producer_access(config))
         self._events = _Events(self._latch.fatal)
         settings: dict[str, Any] = {
             **config,
@@ -324,6 +351,7 @@ class PythonBatchProducer:
         return delivery_error(
             error, topic, partition, bootstrap=self._bootstrap,
             timeout_option=self._timeout_option, timeout_ms=self._timeout_ms, events=self._events,
+            access=self._latch.access,
         )  # fmt: skip
 
     def check(self) -> None:
@@ -350,7 +378,7 @@ class PythonBatchProducer:
                 context += (
                     " (a fatal producer error: this producer is closed, a retry gets a new one)"
                 )
-            raise translate(cause, context) from None
+            raise translate(cause, context, access=self._latch.access) from None
 
     # -- producing ------------------------------------------------------------------------
 

@@ -53,6 +53,7 @@ from kafka_direct.producer.batch_producer import (
     delivery_timeout_setting,
     flush_until_acknowledged,
     null_topic_error,
+    producer_access,
     refused_error,
 )
 from kafka_direct.producer.columns import SinkColumns
@@ -151,7 +152,7 @@ class NativeBatchProducer:
         self._bootstrap = config.get("bootstrap.servers", "?")
         self._client = config.get("client.id", "kafka-direct-producer")
         self._timeout_option, self._timeout_ms = delivery_timeout_setting(config)
-        self._latch = FatalLatch()
+        self._latch = FatalLatch(producer_access(config))
         self._events = ClientEvents("The Kafka producer")
         with kafka_errors("Creating the Kafka producer on the executor"):
             self._impl = module.Producer(dict(config))
@@ -183,7 +184,7 @@ class NativeBatchProducer:
                 lambda: delivery_error(
                     KafkaError(code, reason), topic, partition, bootstrap=self._bootstrap,
                     timeout_option=self._timeout_option, timeout_ms=self._timeout_ms,
-                    events=self._events,
+                    events=self._events, access=self._latch.access,
                 ),
                 fatal=code == KafkaError._FATAL,
             )  # fmt: skip

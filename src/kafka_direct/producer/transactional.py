@@ -34,6 +34,7 @@ import logging
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import pyarrow as pa
@@ -41,6 +42,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 from kafka_direct.config.clients import marker_consumer_config
 from kafka_direct.errors import KafkaClientError
+from kafka_direct.kafka.authorization import DENIED_CODES, Access
 from kafka_direct.kafka.events import ClientEvents
 from kafka_direct.kafka.logs import client_hooks
 from kafka_direct.kafka.translate import translate
@@ -84,12 +86,13 @@ class TransactionalProducer(PythonBatchProducer):
         super().__init__(config)
         self.transactional_id = config["transactional.id"]
 
-    def _txn(self, what: str, fn: Callable[..., T], *args: Any) -> T:
+    def _txn(self, what: str, fn: Callable[..., T], *args: Any, access: Access | None = None) -> T:
         try:
             return fn(*args)
         except KafkaException as exc:
             self.check()  # a failed delivery explains a failed commit better
-            raise _txn_error(exc, what, self.transactional_id) from None
+            access = access or self._latch.access
+            raise _txn_error(exc, what, self.transactional_id, access) from None
 
     def init_transactions(self, timeout_s: float) -> None:
         self._txn("initialising", self._producer.init_transactions, timeout_s)
@@ -99,9 +102,18 @@ class TransactionalProducer(PythonBatchProducer):
 
     def send_marker(self, marker: Marker, topic: str, group: Any, timeout_s: float) -> None:
         offsets = [TopicPartition(topic, 0, marker.offset(), marker.encode())]
+        # Kafka checks a marker like a consumer's commit: READ on the topic and on the group
+        # (named like the transactional id).
+        base = self._latch.access
+        access = (
+            None
+            if base is None
+            else replace(base, topics=[topic], topic_operations="READ", group=self.transactional_id)
+        )
         self._txn(
             "adding the task's marker to the transaction",
             self._producer.send_offsets_to_transaction, offsets, group, timeout_s,
+            access=access,
         )  # fmt: skip
 
     def commit_transaction(self, timeout_s: float) -> None:
@@ -117,7 +129,9 @@ class TransactionalProducer(PythonBatchProducer):
                 retriable = isinstance(kerr, KafkaError) and kerr.retriable()
                 if not retriable or time.monotonic() >= deadline:
                     self.check()
-                    raise _txn_error(exc, "committing", self.transactional_id) from None
+                    raise _txn_error(
+                        exc, "committing", self.transactional_id, self._latch.access
+                    ) from None
 
     def abort_transaction(self, timeout_s: float) -> None:
         """Best effort after a failure being reported: a fenced or dead producer cannot abort,
@@ -136,7 +150,9 @@ _TOOK_OVER = (
 )
 
 
-def _txn_error(exc: KafkaException, what: str, txn_id: str) -> KafkaClientError:
+def _txn_error(
+    exc: KafkaException, what: str, txn_id: str, access: Access | None = None
+) -> KafkaClientError:
     kerr = exc.args[0] if exc.args else None
     context = f"The exactly-once write (transactional id '{txn_id}') failed while {what}"
     if isinstance(kerr, KafkaError) and kerr.name() in _FENCED_CODES:
@@ -146,7 +162,7 @@ def _txn_error(exc: KafkaException, what: str, txn_id: str) -> KafkaClientError:
             ": the brokers refuse 'kafka.transaction.timeout.ms' (it must not exceed their "
             "transaction.max.timeout.ms)"
         )
-    return translate(exc, context)
+    return translate(exc, context, access=access)
 
 
 def _first_rows(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch] | None:
@@ -286,8 +302,13 @@ def probe_transactions(config: Mapping[str, str], prefix: str, timeout_s: float)
                 "Lower 'kafka.transaction.timeout.ms' to at most the brokers' "
                 "transaction.max.timeout.ms."
             )
-        elif isinstance(kerr, KafkaError) and "AUTHORIZATION" in kerr.name():
-            hint = f"Grant the principal WRITE and DESCRIBE on transactional ids '{prefix}-*'."
+        elif isinstance(kerr, KafkaError) and kerr.name() in DENIED_CODES:
+            access = Access(config, transactional_prefix=prefix)
+            raise access.refused(
+                kerr.name(),
+                f"deliveryGuarantee 'exactly-once' starts a transactional producer "
+                f"('{txn_id}') and nothing was written",
+            ) from None
         raise KafkaClientError(
             f"deliveryGuarantee 'exactly-once' needs Kafka transactions, but a transactional "
             f"producer could not start on the cluster at {config.get('bootstrap.servers')!r} "
@@ -302,4 +323,7 @@ def probe_transactions(config: Mapping[str, str], prefix: str, timeout_s: float)
             with warnings.catch_warnings():
                 # After a failed init, confluent-kafka warns that it cannot abort: nothing began.
                 warnings.simplefilter("ignore", RuntimeWarning)
-                close()
+                try:
+                    close()
+                except KafkaException:  # a producer with a fatal error refuses to close
+                    log.debug("Closing the exactly-once check's producer failed", exc_info=True)

@@ -54,6 +54,7 @@ from kafka_direct.errors import (
 )
 from kafka_direct.executor.task import task_info
 from kafka_direct.executor.task_input import InputEnd, check_supported, input_end
+from kafka_direct.kafka.access import check_topics
 from kafka_direct.kafka.admin import check_producer_config, new_admin_client
 from kafka_direct.kafka.events import ClientEvents, reach_advice
 from kafka_direct.kafka.translate import kafka_errors
@@ -228,6 +229,19 @@ def _check_cluster(opts: SinkOptions) -> None:
             code=exc.code,
             retriable=False,
         ) from exc
+    if opts.topic is not None:
+        # Kafka hides a topic the principal may not DESCRIBE: say so (and who) rather than
+        # warn that it does not exist; a topic it may see but not WRITE fails here too.
+        config = connection_config(opts.kafka)
+        with kafka_errors("Checking the rights on the sink's topic"):
+            check_topics(admin, config, [opts.topic], "WRITE", timeout_s=CONNECT_TIMEOUT_S)
+            if opts.marker_topic is not None:
+                check_topics(
+                    admin, config, [opts.marker_topic], "READ", timeout_s=CONNECT_TIMEOUT_S,
+                    what="deliveryGuarantee 'exactly-once' commits each task's marker as an "
+                    "offset on this topic ('transactionMarkerTopic'), which Kafka allows to "
+                    "readers of the topic only",
+                )  # fmt: skip
     if opts.marker_topic is not None and opts.marker_topic not in metadata.topics:
         raise ConfigurationError(
             "transactionMarkerTopic" if opts.marker_topic != opts.topic else "topic",

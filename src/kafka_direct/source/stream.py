@@ -89,7 +89,14 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     @user_facing
     def initialOffset(self) -> dict[str, Any]:
+        self._check_group()
         return offsets_to_json(self.planner.initial_offsets())
+
+    def _check_group(self) -> None:
+        # Before any batch: a group the principal may not commit to fails the query now,
+        # naming the group, rather than warning at every commit (GroupCommitter.check).
+        if self.committer is not None:
+            self.committer.check()
 
     def getDefaultReadLimit(self) -> ReadLimit:
         rates = self.opts.rates
@@ -101,6 +108,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     @user_facing
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        self._check_group()
         done = offsets_from_json(start, "start offset")
         # Spark asks for the next batch only once the batch ending at `start` has finished (and
         # on every trigger, data or not), so `start` is consumed: commit it now. Spark's own

@@ -36,6 +36,10 @@ class OffsetStore(ABC):
     def save(self, group: str, ranges: Sequence[OffsetRange]) -> None:
         """Advance ``group`` to the end of ``ranges`` (the highest untilOffset per partition)."""
 
+    def check_access(self, group: str) -> None:  # noqa: B027 - optional, as close()
+        """Raise if this store may never hold ``group``'s offsets (a right refused), before
+        a stream starts; nothing to check by default."""
+
     def close(self) -> None:  # noqa: B027 - optional for stores without resources
         """Release connections; the store is unusable afterwards."""
 

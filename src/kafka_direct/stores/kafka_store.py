@@ -74,6 +74,18 @@ class KafkaGroupStore(OffsetStore):
             self.kafka_config, group, ends_of(ranges), timeout_s=self._timeout_s, admin=self.admin
         )
 
+    def check_access(self, group: str) -> None:
+        """Raise :class:`~kafka_direct.errors.NotAuthorizedError` if the principal may not
+        READ ``group`` (commit to it), naming the group; no-op for PLAINTEXT clients."""
+        from kafka_direct.kafka.access import check_group
+        from kafka_direct.kafka.translate import kafka_errors
+
+        with kafka_errors(f"Checking the rights on group '{group}'"):
+            check_group(
+                self.admin, self.kafka_config, group,
+                what="the stream's offsets are committed to this group", timeout_s=self._timeout_s,
+            )  # fmt: skip
+
     def __enter__(self) -> KafkaGroupStore:
         return self
 

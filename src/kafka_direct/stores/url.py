@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from urllib.parse import unquote, urlsplit
 
 from kafka_direct.errors import ConfigurationError
@@ -16,15 +17,16 @@ from kafka_direct.stores.base import OffsetStore
 __all__ = ["open_store"]
 
 
-def open_store(url: str) -> OffsetStore:
-    """An :class:`OffsetStore` from a URL (see the module docstring)."""
+def open_store(url: str, kafka_config: Mapping[str, str] | None = None) -> OffsetStore:
+    """An :class:`OffsetStore` from a URL (see the module docstring); ``kafka_config`` adds
+    client settings (security) to a ``kafka://`` store's."""
     from kafka_direct.stores.kafka_store import KafkaGroupStore
     from kafka_direct.stores.sql_store import SqlOffsetStore
 
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme == "kafka" and parts.netloc:
-        return KafkaGroupStore({"bootstrap.servers": parts.netloc})
+        return KafkaGroupStore({**(kafka_config or {}), "bootstrap.servers": parts.netloc})
     if scheme == "sqlite" and parts.path:
         return SqlOffsetStore.sqlite(parts.path)
     if scheme in ("postgresql", "postgres"):

@@ -27,6 +27,7 @@ from kafka_direct.dstream.receiver.control import ReceiverSignals, ReceiverStatu
 from kafka_direct.dstream.receiver.loop import Receiver, ReceiverSpec
 from kafka_direct.dstream.receiver.wal import BlockWriter
 from kafka_direct.errors import ConfigurationError, KafkaClientError, KafkaDirectError
+from kafka_direct.kafka.authorization import Access
 from kafka_direct.kafka.events import ClientEvents
 from kafka_direct.kafka.logs import client_hooks
 from kafka_direct.kafka.translate import config_error, kafka_errors, translate
@@ -93,7 +94,10 @@ def consumer_error(error: KafkaError, config: ReceiverStreamConfig) -> KafkaDire
             "'auto.offset.reset' in kafkaParams, or commit offsets for the group first.",
         )
     if error.fatal() or code in _DENIED:
-        return translate(KafkaException(error), f"Receiving for group '{config.group}'")
+        access = Access(config.kafka, topics=config.topics, group=config.group)
+        return translate(
+            KafkaException(error), f"Receiving for group '{config.group}'", access=access
+        )
     return None
 
 

@@ -330,10 +330,21 @@ def check_kafka(config: ReceiverStreamConfig) -> None:
     from kafka_direct.kafka.offset_reader import AdminOffsetReader
 
     check_consumer_config(config.consumer_config(0), config.kafka)
+    from kafka_direct.kafka.access import check_group
+    from kafka_direct.kafka.translate import kafka_errors
+
     reader = AdminOffsetReader(config.kafka)
     try:
         reader.connect()
         topics = reader.topic_partitions()
+        # Receivers READ the topics and are members of the group (READ), and a refusal would
+        # only show in their tasks: say it here, with the principal.
+        reader.check_rights(config.topics)
+        with kafka_errors(f"Checking the rights on group '{config.group}'"):
+            check_group(
+                reader.admin, config.kafka, config.group,
+                what="the receivers join and commit to this group",
+            )  # fmt: skip
     finally:
         reader.close()
     missing = [t for t in config.topics if t not in topics]
