@@ -20,10 +20,11 @@ alternates:
   source's calls and the sink's job.
 - **sustain**: the highest rate at which a 1 s ``processingTime`` trigger keeps up for
   ``--sustain-seconds`` (default 60). Rates go up from ``--sustain-start`` by doubling until one
-  fails, then ``--sustain-steps`` bisections between the last rate that kept up and the first
-  that did not. A rate keeps up when records do not queue: the p95 latency of the records
-  produced in the last third of the run is at most 2 trigger intervals (a record waits at most
-  one interval for its trigger and one for its batch).
+  fails (down by halving, to ``--sustain-min``, while none has kept up), then
+  ``--sustain-steps`` bisections between the last rate that kept up and the first that did
+  not; 0 means not even ``--sustain-min`` kept up. A rate keeps up when records do not queue:
+  the p95 latency of the records produced in the last third of the run is at most 2 trigger
+  intervals (a record waits at most one interval for its trigger and one for its batch).
 
 Every run checks exactly what the query saw: every offset the producer wrote, once (count and
 offsets per partition), or the run fails. Pools are warm on both sides in the same way: each
@@ -75,6 +76,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--sustain-start", type=int, default=5_000)
     p.add_argument("--sustain-steps", type=int, default=2)
     p.add_argument("--sustain-max", type=int, default=320_000)
+    p.add_argument("--sustain-min", type=int, default=250, help="the lowest rate tried")
     p.add_argument("--trigger-ms", type=int, default=1_000, help="sustain mode's trigger")
     p.add_argument(
         "--option",
@@ -282,6 +284,13 @@ def sustain_mode(run: Run, formats: list[str], args: argparse.Namespace) -> list
                     bad = rate
                     break
                 good, rate = rate, rate * 2
+            while good == 0 and bad is not None and bad // 2 >= args.sustain_min:
+                # The start fell behind: halve until a rate keeps up (a slow or loaded machine).
+                rate = bad // 2
+                if probe(rate):
+                    good = rate
+                else:
+                    bad = rate
             for _ in range(args.sustain_steps if bad is not None else 0):
                 mid = (good + bad) // 2
                 if probe(mid):

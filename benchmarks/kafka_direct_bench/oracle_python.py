@@ -86,6 +86,8 @@ def versions(spark: Any, connector: str | None) -> dict[str, str]:
     import confluent_kafka
     import pyarrow
 
+    import kafka_direct
+
     try:
         commit = subprocess.run(
             ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
@@ -103,5 +105,7 @@ def versions(spark: Any, connector: str | None) -> dict[str, str]:
         "librdkafka": confluent_kafka.libversion()[0],
         "pyarrow": pyarrow.__version__,
         "kafka_direct_commit": commit or "unknown",
+        # Which checkout's code ran (KAFKA_DIRECT_BENCH_SRC may name another than the commit's).
+        "kafka_direct": str(Path(kafka_direct.__file__).parent),
         "interpreter": sys.executable,
     }

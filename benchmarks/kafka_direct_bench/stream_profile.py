@@ -140,7 +140,7 @@ def driver_profile(stats_dir: Path, since_ms: float, until_ms: float) -> dict[st
     """kafka_direct's stream reader calls on the driver (the stream runner process) in the
     window: how many of each, and their median time in Python."""
     calls: dict[str, list[float]] = {}
-    for path in stats_dir.glob("tasks-*.jsonl"):
+    for path in stats_dir.glob("driver-*.jsonl"):
         for line in path.read_text().splitlines():
             with contextlib.suppress(ValueError):
                 rec = json.loads(line)

@@ -65,7 +65,7 @@ def _timed(method: F) -> F:
             directory = stats_dir()
             if directory is not None:
                 line = {"driver": method.__name__, "pid": os.getpid(), "start": started}
-                append_stats(directory, [{**line, "end": ended}])
+                append_stats(directory, [{**line, "end": ended}], kind="driver")
 
     return wrapper  # type: ignore[return-value]
 
