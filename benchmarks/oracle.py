@@ -6,6 +6,10 @@ same Spark, same run.
     python benchmarks/oracle.py --batch-records 10000000 --json oracle.json
     python benchmarks/oracle.py --quick               # 20,000 records: a smoke run
 
+Spark's connector runs on the PySpark it was built for: when the installed PySpark has none on
+Maven Central, the command runs itself again under the virtualenv ``scripts/oracle-venv.sh``
+pins (``kafka_direct_bench/oracle_python.py``), kafka_direct included.
+
 It starts one Apache Kafka broker (:class:`kafka_direct.testing.KafkaCluster`) unless
 ``--bootstrap-servers`` is given, fetches Spark's connector (``spark_kafka_jars``, cached) and
 starts one ``local[2]`` Spark with both ``format("kafka")`` and ``format("kafka_direct")``. Then,
@@ -279,6 +283,12 @@ def jvm_log_levels(spark: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    from kafka_direct_bench.oracle_python import run_on_oracle_pyspark, versions
+
+    # Spark's connector only on the PySpark it was built for: this re-runs the command under
+    # scripts/oracle-venv.sh's pin when the installed PySpark has no connector of its own.
+    run_on_oracle_pyspark(__file__, argv)
     args = parse_args(argv)
     skip = set(filter(None, args.skip.split(",")))
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -290,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
         spark_kafka_jars,
     )
 
-    jars = spark_kafka_jars(nearest=True)
+    jars = spark_kafka_jars()
     cluster = None
     bootstrap = args.bootstrap_servers
     if bootstrap is None:
@@ -316,6 +326,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.jvm_log:
             jvm_log_levels(spark)
         log(f"Spark {spark.version}, Spark's Kafka connector {connector_version(jars)}")
+        log(
+            "versions: "
+            + ", ".join(f"{k} {v}" for k, v in versions(spark, connector_version(jars)).items())
+        )
         bench = Bench(spark, bootstrap, args)
         from kafka_direct_bench.floor_source import floor_source
 
@@ -366,6 +380,7 @@ def main(argv: list[str] | None = None) -> int:
                         "size": args.size,
                         "partitions": args.partitions,
                         "spark": spark.version,
+                        "versions": versions(spark, connector_version(jars)),
                         "connector": connector_version(jars),
                         "kafka_tuned_options": args.tuned_options,
                         "results": results,

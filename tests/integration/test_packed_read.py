@@ -219,6 +219,33 @@ def test_a_pooled_consumer_keeps_its_queue_for_the_next_packed_task(
         assert clients == 3, path
 
 
+def test_a_pooled_consumer_a_micro_batch_behind_reads_forward_through_its_queue(
+    make_topic: Callable[..., str], kafka_bootstrap: str
+) -> None:
+    """The micro-batch in between went to another Python worker: the next task starts ten
+    offsets past where this consumer's queues stand. It reads forward through the queue,
+    dropping the ten records before each range, with no new assignment and no new client,
+    and gives exactly the task's records."""
+    for path in PATHS:
+        topic = make_topic(partitions=3, prefix="packed-skip")
+        records = produce_known(kafka_bootstrap, topic, per_partition=10, partitions=3)
+        tasks = [
+            [OffsetRange(topic, p, 0, 10) for p in range(3)],  # to the log end
+            [OffsetRange(topic, p, 20, 30) for p in range(3)],  # [10, 20) read elsewhere
+        ]
+
+        def more_data(done: int, topic: str = topic, records: list[Record] = records) -> None:
+            if done == 1:  # two micro-batches' worth of records in every partition
+                records += produce_known(
+                    kafka_bootstrap, topic, per_partition=20, partitions=3, start_index=10
+                )
+
+        rows, assigns, clients = read_in_turn(path, kafka_bootstrap, tasks, more_data)
+        assert rows == [expected(records, ranges) for ranges in tasks], path
+        assert assigns == [0], path
+        assert clients == 1, path
+
+
 def read_in_turn(
     path: str,
     bootstrap: str,

@@ -42,6 +42,9 @@ from kafka_direct.consumer.native import NativeConsumer
 from kafka_direct.consumer.rows import to_record_batch
 from kafka_direct.consumer.task_consumer import (
     _OUT_OF_RANGE,
+    POSITIONING,
+    SKIP_AHEAD_BYTES,
+    SKIP_AHEAD_MAX_RECORDS,
     KafkaConsumerLike,
     OnSkip,
     Outcome,
@@ -55,26 +58,19 @@ from kafka_direct.kafka.events import ClientEvents
 from kafka_direct.kafka.translate import kafka_errors, translate
 from kafka_direct.offsets import OffsetRange
 
-__all__ = ["CONSUME_SLICE_S", "PartitionConsumer", "fetch_range"]
+__all__ = [
+    "CONSUME_SLICE_S",
+    "SKIP_AHEAD_BYTES",
+    "SKIP_AHEAD_MAX_RECORDS",
+    "PartitionConsumer",
+    "fetch_range",
+]
 
 log = logging.getLogger(__name__)
 
 #: Longest single wait inside ``consume``; bounds the cost of a range that ends in a gap on a
 #: broker that does not send EOF promptly, without busy-looping on an idle one.
 CONSUME_SLICE_S = 0.2
-
-#: How far ahead of a pooled consumer's position a range may start and still be read by
-#: consuming forward (dropping the records before it) instead of re-assigning. Spark's Python
-#: workers are separate processes, each with its own pool, and Spark hands a partition's next
-#: task to whichever worker is free: about half the time a worker's consumer is one micro-batch
-#: behind, with the records it needs already in its prefetch queue. Re-assigning throws that
-#: queue away and waits for a new fetch (a round trip, docs/performance.md); reading
-#: through the queue costs far less per record. The skip is bounded in bytes
-#: (half the executors' default 16 MB prefetch queue, estimated from the record sizes this
-#: consumer has read) and in records, so that when the records are not queued, reading through
-#: them costs no more than a fetch would have.
-SKIP_AHEAD_BYTES = 8 * 1024 * 1024
-SKIP_AHEAD_MAX_RECORDS = 100_000
 
 
 class PartitionConsumer(TaskConsumer):
@@ -83,8 +79,9 @@ class PartitionConsumer(TaskConsumer):
     ``next_offset`` is the offset right after the last message taken off the consumer's queue.
     When the next range starts there, the prefetched queue is reused as-is (the common case of
     consecutive micro-batches). When it starts a little ahead (this worker's consumer missed a
-    micro-batch that another worker read), the fetch loop reads forward through the queue; see
-    ``SKIP_AHEAD_BYTES``. Otherwise we reposition. We never ask librdkafka where it is.
+    micro-batch that another worker read), the fetch loop reads forward through the queue (see
+    :data:`~kafka_direct.consumer.task_consumer.SKIP_AHEAD_BYTES`). Otherwise we reposition.
+    We never ask librdkafka where it is.
     """
 
     def __init__(
@@ -149,12 +146,6 @@ class PartitionConsumer(TaskConsumer):
             del msgs, data
         return Taken.of(eof, batch, nxt)
 
-    def skip_ahead_limit(self) -> int:
-        """How many offsets ahead a range may start and still be reached by reading forward."""
-        if self.record_bytes is None:
-            return 0
-        return min(SKIP_AHEAD_MAX_RECORDS, int(SKIP_AHEAD_BYTES / max(self.record_bytes, 1.0)))
-
     def position_at(
         self, topic: str, partition: int, offset: int, log_start: int | None = None
     ) -> None:
@@ -170,7 +161,9 @@ class PartitionConsumer(TaskConsumer):
             ahead = offset - self.next_offset
             stale = log_start is not None and self.next_offset < log_start
             if not stale and (ahead == 0 or 0 < ahead <= self.skip_ahead_limit()):
+                POSITIONING["kept" if ahead == 0 else "skipped"] += 1
                 return
+        POSITIONING["assigned"] += 1
         with kafka_errors(f"Assigning {topic}-{partition} at offset {offset}"):
             self.consumer.assign([CkTopicPartition(topic, partition, offset)])
         self._assigned = (topic, partition)

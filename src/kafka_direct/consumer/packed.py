@@ -17,12 +17,15 @@ consumer queue. One loop takes records off that queue and keeps each against its
   gives one batch per partition.
 
 A pooled consumer keeps its assignment, and its queue, when the next task reads the same
-partitions from exactly where their queues stand (consecutive micro-batches of busy
-partitions, packed the same way): re-assigning would throw the prefetched records away and wait
-for the fetch in flight. Otherwise the task assigns its partitions afresh, to a new client when
-the old one has been assigned before (see :meth:`GroupConsumer.start_at`). A partition that the
-data-loss policy repositions (records gone) is repositioned by assigning the task's unfinished
-ranges again at their next offsets: losses are rare, and this needs no per-partition seek.
+partitions from where their queues stand (consecutive micro-batches of busy partitions, packed
+the same way), or a little ahead of it (the micro-batch in between went to another Python
+worker: the records before each range are read and dropped, within the skip-ahead bound of
+:mod:`~kafka_direct.consumer.task_consumer`): re-assigning would throw the prefetched records
+away and wait for the fetch in flight. Otherwise the task assigns its partitions afresh, to a
+new client when the old one has been assigned before (see :meth:`GroupConsumer.start_at`). A
+partition that the data-loss policy repositions (records gone) is repositioned by assigning the
+task's unfinished ranges again at their next offsets: losses are rare, and this needs no
+per-partition seek.
 
 Several ranges of one partition in one task (a filter narrowed it to stretches with gaps
 between) are read in rounds, one range per partition per round.
@@ -46,6 +49,7 @@ from kafka_direct.consumer.loss import check_short_log, out_of_range
 from kafka_direct.consumer.rows import to_record_batch
 from kafka_direct.consumer.task_consumer import (
     _OUT_OF_RANGE,
+    POSITIONING,
     OnSkip,
     Outcome,
     Progress,
@@ -90,23 +94,41 @@ class GroupConsumer(TaskConsumer):
     def stands_at(self, starts: Sequence[tuple[str, int, int]]) -> bool:
         """Whether the consumer is assigned exactly these partitions, each queue standing at
         its ``offset``: then the next records it delivers are those wanted, in order."""
-        positions = self.positions
-        return self._assignment == frozenset((t, p) for t, p, _ in starts) and all(
-            positions.get((t, p)) == o for t, p, o in starts
-        )
+        return self.behind_by(starts) == 0
+
+    def behind_by(self, starts: Sequence[tuple[str, int, int]]) -> int | None:
+        """How many offsets in all the queues stand behind ``starts``, when the consumer is
+        assigned exactly these partitions and no queue stands past its start; else None."""
+        if self._assignment != frozenset((t, p) for t, p, _ in starts):
+            return None
+        behind = 0
+        for t, p, o in starts:
+            at = self.positions.get((t, p))
+            if at is None or at > o:
+                return None
+            behind += o - at
+        return behind
 
     def start_at(self, starts: Sequence[tuple[str, int, int]]) -> None:
         """Make ``starts`` the next records delivered: the queue as it stands if it stands
-        there, else a fresh assignment. A client that was assigned before is replaced by a new
-        one first: while its partitions sit at the log end, it has a fetch waiting at the
-        broker (up to ``fetch.wait.max.ms``), which a new assignment would wait for; a new
-        client connects and fetches sooner (measured in docs/performance-partitions.md)."""
-        if self.stands_at(starts):
+        there, or a little behind (the fetch loop drops the records before each start, as
+        :class:`~kafka_direct.consumer.fetch.PartitionConsumer` does: this worker missed a
+        micro-batch another one read, and its queue holds the records wanted), else a fresh
+        assignment. A client that was assigned before is replaced by a new one first: while
+        its partitions sit at the log end, it has a fetch waiting at the broker (up to
+        ``fetch.wait.max.ms``), which a new assignment would wait for; a new client connects
+        and fetches sooner (measured in docs/performance-partitions.md)."""
+        behind = self.behind_by(starts)
+        if behind is not None and behind <= self.skip_ahead_limit():
+            POSITIONING["kept" if behind == 0 else "skipped"] += 1
             return
         if self._assignment and self._renew is not None:
+            POSITIONING["renewed"] += 1
             self._assignment = frozenset()
             self.consumer.close()
             self.consumer = self._renew()
+        else:
+            POSITIONING["assigned"] += 1
         self.assign_all(starts)
 
     def assign_all(self, starts: Sequence[tuple[str, int, int]]) -> None:
@@ -161,6 +183,8 @@ class GroupConsumer(TaskConsumer):
         if got.error is not None:
             topics = (slot.rng.topic for slot in rnd.slots)
             raise translate(KafkaError(*got.error), rnd.what, access=self.access_to(topics))
+        if got.batch is not None:
+            self.note_sizes(got.batch)  # bounds a later skip ahead (skip_ahead_limit)
         return ([got.batch] if got.batch else []), got.news
 
     def position_at(

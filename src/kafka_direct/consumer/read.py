@@ -16,8 +16,10 @@ with the same rules: never shared while in use, invalidated by a reattempt or a 
 Task statistics, for benchmarks (:mod:`kafka_direct.executor.task`): every task writes, when it
 ends, one JSON line per range it read: the range, its rows, the task's id (``task``), its range
 count and rows, start and end wall-clock times, whether it read through the C fast path, and
-what the consumer pool did for it (hits, misses and consumers created; on the task's first line
-only). A packed task counts its rows per range once per batch, never per record.
+what the consumer pool did for it (hits, misses and consumers created) and how its consumer was
+positioned (``position_kept``, ``_skipped``, ``_assigned``, ``_renewed``), on the task's first
+line only; and Spark's id of the task attempt (``spark_task``). A packed task counts its rows
+per range once per batch, never per record.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from kafka_direct.consumer import native
 from kafka_direct.consumer.fetch import PartitionConsumer
 from kafka_direct.consumer.packed import GroupConsumer
 from kafka_direct.consumer.pool import PoolKey, get_pool
-from kafka_direct.consumer.task_consumer import OnSkip, ReadTask, TaskConsumer
+from kafka_direct.consumer.task_consumer import POSITIONING, OnSkip, ReadTask, TaskConsumer
 from kafka_direct.executor.task import append_stats, stats_dir, task_info
 from kafka_direct.kafka.authorization import Access
 from kafka_direct.kafka.events import ClientEvents
@@ -162,6 +164,7 @@ def _with_stats(
     """``read()``, plus task statistics when the task ends: one JSON line per range."""
     pool = get_pool(_new_consumer)
     before = pool.stats()
+    positioned = dict(POSITIONING)
     started = time.time()
     per_range = [0] * len(ranges)
     batches = 0
@@ -179,6 +182,8 @@ def _with_stats(
         after = pool.stats()
         task = {
             "pid": os.getpid(),
+            # Spark's id of the task attempt: joins this line to Spark's event log.
+            "spark_task": _spark_task_id(),
             "task": f"{os.getpid()}-{started!r}",
             "ranges": len(ranges),
             "task_rows": sum(per_range),
@@ -196,6 +201,12 @@ def _with_stats(
             "pool_misses": after.misses - before.misses,
             "pool_creations": after.creations - before.creations,
             "pool_size": after.size,
+            # How the task's consumer was positioned: its queue kept, read forward through,
+            # assigned afresh, or a new client (POSITIONING).
+            **{
+                f"position_{how}": POSITIONING[how] - positioned.get(how, 0)
+                for how in ("kept", "skipped", "assigned", "renewed")
+            },
         }
         lines = []
         for i, (rng, rows) in enumerate(zip(ranges, per_range, strict=True)):
@@ -211,6 +222,13 @@ def _with_stats(
                 }
             )
         append_stats(directory, lines)
+
+
+def _spark_task_id() -> int | None:
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    return None if ctx is None else int(ctx.taskAttemptId())
 
 
 def _count_rows(ranges: list[OffsetRange], batch: pa.RecordBatch, per_range: list[int]) -> None:

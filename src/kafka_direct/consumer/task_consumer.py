@@ -16,6 +16,7 @@ reported (authentication, TLS).
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
@@ -31,6 +32,9 @@ from kafka_direct.kafka.events import ClientEvents
 from kafka_direct.offsets import OffsetRange, TopicPartition
 
 __all__ = [
+    "POSITIONING",
+    "SKIP_AHEAD_BYTES",
+    "SKIP_AHEAD_MAX_RECORDS",
     "FetchOptions",
     "KafkaConsumerLike",
     "OnSkip",
@@ -49,6 +53,25 @@ OnSkip = Callable[[OffsetRange, int, int], None]
 #: C fast path returns this value (``eof`` in ``_rdkafka_consume.c``), and :func:`_split_events`
 #: the same, so that :meth:`Outcome.of` reads both: the two must not drift apart.
 _OUT_OF_RANGE = -1
+
+#: How far ahead of a pooled consumer's queue a task's start may be and still be reached by
+#: reading forward through the queue (dropping the records before it) instead of re-assigning.
+#: Spark's Python workers are separate processes, each with its own pool, and Spark hands a
+#: task to whichever worker is free: about half the time a worker's consumer is one micro-batch
+#: behind, with the records it needs already in its prefetch queue. Re-assigning throws that
+#: queue away and waits for a new fetch (a round trip, docs/performance.md); reading through
+#: the queue costs far less per record. The skip is bounded in bytes (half the executors'
+#: default 16 MB prefetch queue, estimated from the record sizes this consumer has read) and
+#: in records, so that when the records are not queued, reading through them costs no more
+#: than a fetch would have.
+SKIP_AHEAD_BYTES = 8 * 1024 * 1024
+SKIP_AHEAD_MAX_RECORDS = 100_000
+
+#: How this process's consumers were positioned for their reads, for task statistics
+#: (:mod:`kafka_direct.consumer.read`): ``kept`` (the queue stood at the task's start),
+#: ``skipped`` (read forward through the queue), ``assigned`` (a fresh assignment), ``renewed``
+#: (a new client, then a fresh assignment).
+POSITIONING: Counter[str] = Counter()
 
 
 class KafkaConsumerLike(Protocol):
@@ -127,6 +150,13 @@ class TaskConsumer:
         if self.access is None:
             return None
         return replace(self.access, topics=sorted(set(topics)))
+
+    def skip_ahead_limit(self) -> int:
+        """How many offsets ahead of its queue a read may start and still be reached by
+        reading forward (see :data:`SKIP_AHEAD_BYTES`); 0 before any record was read."""
+        if self.record_bytes is None:
+            return 0
+        return min(SKIP_AHEAD_MAX_RECORDS, int(SKIP_AHEAD_BYTES / max(self.record_bytes, 1.0)))
 
     def note_sizes(self, batch: pa.RecordBatch) -> None:
         """Remember the mean key + value size of ``batch``'s records."""

@@ -9,7 +9,8 @@ is partition -1, attempt 0, no micro-batch.
 Task statistics, for benchmarks: when the environment variable ``KAFKA_DIRECT_STATS_DIR``
 names a directory in the Python workers' environment, every task appends its JSON lines to
 ``<dir>/tasks-<pid>.jsonl`` when it ends, in one write (``O_APPEND`` keeps concurrent writers'
-lines whole). Once per task, never per record; without the variable nothing is recorded.
+lines whole); the stream reader's calls on the driver go to ``driver-<pid>.jsonl``. Once per
+task or call, never per record; without the variable nothing is recorded.
 ``benchmarks/run.py`` reads them.
 """
 
@@ -56,9 +57,13 @@ def stats_dir() -> str | None:
     return os.environ.get(STATS_DIR_ENV) or None
 
 
-def append_stats(directory: str, lines: Sequence[Mapping[str, object]]) -> None:
-    """Append one task's ``lines`` to this process's statistics file; a failure is logged."""
-    path = os.path.join(directory, f"tasks-{os.getpid()}.jsonl")
+def append_stats(
+    directory: str, lines: Sequence[Mapping[str, object]], kind: str = "tasks"
+) -> None:
+    """Append one task's ``lines`` to this process's statistics file (``<kind>-<pid>.jsonl``:
+    ``tasks`` for executors' tasks, ``driver`` for the stream reader's calls); a failure is
+    logged."""
+    path = os.path.join(directory, f"{kind}-{os.getpid()}.jsonl")
     try:
         with open(path, "a", encoding="utf-8") as out:
             out.write("".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines))

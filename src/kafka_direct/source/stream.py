@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Iterator, Sequence
-from typing import Any
+import os
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -24,6 +26,7 @@ from pyspark.sql.streaming.datasource import (
 
 from kafka_direct.config.source import SourceOptions
 from kafka_direct.errors import KafkaDirectError
+from kafka_direct.executor.task import append_stats, stats_dir
 from kafka_direct.kafka.groups import GroupCommitter
 from kafka_direct.offsets import TopicPartition, offsets_from_json, offsets_to_json
 from kafka_direct.planning.micro_batch import StreamPlanner
@@ -42,6 +45,29 @@ log = logging.getLogger(__name__)
 
 #: ReadMaxRows has no "unlimited": this stands for "limits come from the source's options".
 _UNLIMITED_ROWS = 2**63 - 1
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _timed(method: F) -> F:
+    """Time one of Spark's calls into the stream runner: a debug log line, and a statistics
+    line when ``KAFKA_DIRECT_STATS_DIR`` is set (``benchmarks/latency.py --profile``). A call
+    costs two clock reads otherwise."""
+
+    @functools.wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        started = time.time()
+        try:
+            return method(*args, **kwargs)
+        finally:
+            ended = time.time()
+            log.debug("%s took %.1f ms", method.__name__, (ended - started) * 1000.0)
+            directory = stats_dir()
+            if directory is not None:
+                line = {"driver": method.__name__, "pid": os.getpid(), "start": started}
+                append_stats(directory, [{**line, "end": ended}], kind="driver")
+
+    return wrapper  # type: ignore[return-value]
 
 
 class RefusedStreamReader(DataSourceStreamReader):
@@ -65,6 +91,7 @@ class RefusedStreamReader(DataSourceStreamReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return self._refuse()  # type: ignore[no-any-return]
 
+    @_timed
     def commit(self, end: dict[str, Any]) -> None:
         pass
 
@@ -87,6 +114,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __repr__(self) -> str:
         return f"KafkaStreamReader({self.opts.strategy.describe()})"
 
+    @_timed
     @user_facing
     def initialOffset(self) -> dict[str, Any]:
         self._check_group()
@@ -106,6 +134,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return ReadMinRows(rates.min_offsets)
         return ReadAllAvailable()
 
+    @_timed
     @user_facing
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         self._check_group()
@@ -120,6 +149,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         end = self.planner.latest_offsets(done, read_all=isinstance(limit, ReadAllAvailable))
         return offsets_to_json(end)
 
+    @_timed
     def reportLatestOffset(self) -> dict[str, Any] | None:
         latest = self.planner.reported_latest
         return None if latest is None else offsets_to_json(latest)
@@ -128,6 +158,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def prepareForTriggerAvailableNow(self) -> None:
         self.planner.prepare_available_now()
 
+    @_timed
     @user_facing
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         ranges = self.planner.plan_ranges(
@@ -145,6 +176,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_partition(self.settings, partition, journal_losses=True, decode=self.decode)
 
+    @_timed
     def commit(self, end: dict[str, Any]) -> None:
         # Spark calls this after the batch's commit log entry is written: the batch is done, so
         # its end offsets are what the group has consumed (what lag tools should see).

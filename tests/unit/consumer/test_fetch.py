@@ -23,7 +23,7 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from kafka_direct.consumer import fetch, loss, task_consumer
+from kafka_direct.consumer import loss, task_consumer
 from kafka_direct.consumer.fetch import CONSUME_SLICE_S, PartitionConsumer, fetch_range
 from kafka_direct.consumer.rows import ARROW_SCHEMA, ARROW_SCHEMA_WITH_HEADERS
 from kafka_direct.errors import (
@@ -573,7 +573,7 @@ def test_non_consecutive_ranges_reassign(
 @pytest.fixture
 def small_skip(monkeypatch: pytest.MonkeyPatch) -> None:
     # The fake's records are ~12 bytes: this allows a skip of ~170 of them.
-    monkeypatch.setattr(fetch, "SKIP_AHEAD_BYTES", 2_000)
+    monkeypatch.setattr(task_consumer, "SKIP_AHEAD_BYTES", 2_000)
 
 
 @pytest.mark.usefixtures("small_skip")
