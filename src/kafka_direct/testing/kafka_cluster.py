@@ -16,7 +16,9 @@ and the default replication factor are 3 and ``min.insync.replicas`` is 2, as in
 Each broker logs to one file (``cluster.log_path(id)``); a broker that dies while starting raises
 :class:`KafkaClusterError` with the end of that file. Heap and GC are sized for a small machine
 (docs/brokers.md has the measurements). Every process is killed by pid on :meth:`stop`, on leaving
-the ``with`` block, and at interpreter exit; the temporary directory is removed with them.
+the ``with`` block, and at interpreter exit; the temporary directory is removed with them. If
+the process dies without exit handlers (SIGKILL, a crash), :mod:`~kafka_direct.testing.reaper`
+kills the brokers; they do not die with the thread that started them.
 
 ``python -m kafka_direct.testing.kafka_cluster --brokers 1`` runs a cluster in the foreground and
 prints ``KAFKA_BOOTSTRAP_SERVERS=...``.
@@ -27,7 +29,6 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
-import ctypes
 import os
 import shutil
 import signal
@@ -40,7 +41,7 @@ import uuid
 from base64 import urlsafe_b64encode
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from kafka_direct.errors import KafkaDirectError
 from kafka_direct.testing.broker_config import (
@@ -59,12 +60,12 @@ from kafka_direct.testing.cluster_probe import (
     port_accepts,
 )
 from kafka_direct.testing.jars import fetch_maven_jars, find_java
+from kafka_direct.testing.reaper import forget, watch
 
 __all__ = ["KAFKA_VERSION", "KafkaCluster", "KafkaClusterError", "kafka_jars", "main"]
 
 _LOG_TAIL_LINES = 30
 _FORMAT_TIMEOUT_S = 120.0
-_PR_SET_PDEATHSIG = 1
 
 
 class KafkaClusterError(KafkaDirectError):
@@ -301,15 +302,14 @@ class KafkaCluster:
                 heap_mb=128,
             )
             with open(node.directory / "format.log", "wb") as out:
-                running.append(
-                    (node, subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT))
-                )
+                running.append((node, _spawn(command, out)))
         for node, process in running:
             try:
                 code = process.wait(timeout=_FORMAT_TIMEOUT_S)
             except subprocess.TimeoutExpired:
                 process.kill()
                 code = process.wait()
+            forget(process.pid)
             if code != 0:
                 raise KafkaClusterError(
                     f"Formatting broker {node.node_id}'s log directory failed (exit {code}): "
@@ -321,15 +321,7 @@ class KafkaCluster:
             node, ["kafka.Kafka", str(node.directory / "server.properties")], self.heap_mb
         )
         with open(node.log_path, "ab") as log:
-            # Its own session, so a Ctrl-C in the terminal does not reach the broker first.
-            node.process = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=_die_with_parent,
-            )
+            node.process = _spawn(command, log)
         node.paused = False
         node.started_s.append(-time.monotonic())
 
@@ -388,20 +380,33 @@ class KafkaCluster:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(process.pid, signal.SIGKILL)
         process.wait()
+        forget(process.pid)
         node.paused = False
 
 
-def _die_with_parent() -> None:
-    """In the broker's child process before exec: SIGKILL it when its owner dies.
+def _spawn(command: list[str], log: IO[bytes]) -> subprocess.Popen[bytes]:
+    """Start a JVM in a session of its own and have the reaper kill it if this process dies.
 
-    atexit does not run when the owning process is killed or crashes (a segfault in a native
-    client, a test runner's timeout), and a broker left behind holds 150 MB and its ports.
-    Linux only; the signal follows the thread that started the broker, which for a test fixture
-    is the main thread.
+    Its own session (and so process group), so a Ctrl-C in the terminal does not reach it before
+    :meth:`KafkaCluster.stop` does, and the reaper can kill the whole group. atexit does not run
+    when this process is killed or crashes (a segfault in a native client, a test runner's
+    timeout), and a broker left behind holds 150 MB and its ports: :mod:`.reaper` says why not
+    ``PR_SET_PDEATHSIG``, which would kill the broker with the thread that started it.
     """
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    process = subprocess.Popen(
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        watch(process.pid)
+    except OSError:
+        process.kill()
+        process.wait()
+        raise
+    return process
 
 
 def _tail(path: Path, lines: int = _LOG_TAIL_LINES) -> str:
