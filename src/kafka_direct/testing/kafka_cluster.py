@@ -30,6 +30,7 @@ import argparse
 import atexit
 import contextlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -62,7 +63,18 @@ from kafka_direct.testing.cluster_probe import (
 from kafka_direct.testing.jars import fetch_maven_jars, find_java
 from kafka_direct.testing.reaper import forget, watch
 
-__all__ = ["KAFKA_VERSION", "KafkaCluster", "KafkaClusterError", "kafka_jars", "main"]
+__all__ = [
+    "KAFKA_VERSION",
+    "KAFKA_VERSION_ENV",
+    "KafkaCluster",
+    "KafkaClusterError",
+    "default_kafka_version",
+    "kafka_jars",
+    "main",
+]
+
+#: Chooses the Kafka release of every cluster that names none (scripts/kafka-versions.sh).
+KAFKA_VERSION_ENV = "KAFKA_DIRECT_KAFKA_VERSION"
 
 _LOG_TAIL_LINES = 30
 _FORMAT_TIMEOUT_S = 120.0
@@ -72,8 +84,27 @@ class KafkaClusterError(KafkaDirectError):
     """A broker of :class:`KafkaCluster` could not be formatted, started or reached."""
 
 
-def kafka_jars(version: str = KAFKA_VERSION) -> list[Path]:
+def default_kafka_version() -> str:
+    """``$KAFKA_DIRECT_KAFKA_VERSION`` when set, else :data:`KAFKA_VERSION`.
+
+    So a whole test run, whose tests start their own clusters, runs on another Kafka release
+    without a change to any test (docs/testing.md, "Kafka versions").
+    """
+    chosen = os.environ.get(KAFKA_VERSION_ENV, "").strip()
+    if not chosen:
+        return KAFKA_VERSION
+    if not re.fullmatch(r"\d+\.\d+\.\d+", chosen):
+        raise KafkaClusterError(
+            f"{KAFKA_VERSION_ENV}={chosen!r}: expected an Apache Kafka release as Maven Central "
+            f"names it, such as 3.9.1 or {KAFKA_VERSION}; unset it to use the default "
+            f"({KAFKA_VERSION})."
+        )
+    return chosen
+
+
+def kafka_jars(version: str | None = None) -> list[Path]:
     """Apache Kafka's broker jars (and a log4j2 binding for its slf4j logs), fetched once."""
+    version = version or default_kafka_version()
     return fetch_maven_jars(kafka_coordinates(version), f"kafka-{version}")
 
 
@@ -125,14 +156,14 @@ class KafkaCluster:
         self,
         brokers: int = 1,
         *,
-        kafka_version: str = KAFKA_VERSION,
+        kafka_version: str | None = None,
         heap_mb: int = 448,
         startup_timeout_s: float = 180.0,
         **broker_config: object,
     ) -> None:
         if brokers < 1:
             raise KafkaClusterError(f"KafkaCluster(brokers={brokers!r}): expected 1 or more.")
-        self.kafka_version = kafka_version
+        self.kafka_version = kafka_version or default_kafka_version()
         self.heap_mb = heap_mb
         self.startup_timeout_s = startup_timeout_s
         self._count = brokers
@@ -421,7 +452,9 @@ def main(argv: list[str] | None = None) -> int:
     """Run a cluster in the foreground until interrupted (for manual tests and scripts)."""
     parser = argparse.ArgumentParser(prog="python -m kafka_direct.testing.kafka_cluster")
     parser.add_argument("--brokers", type=int, default=1)
-    parser.add_argument("--kafka-version", default=KAFKA_VERSION)
+    parser.add_argument(
+        "--kafka-version", default=None, help=f"default: ${KAFKA_VERSION_ENV} or {KAFKA_VERSION}"
+    )
     parser.add_argument("--fetch-only", action="store_true", help="fetch the jars, then exit")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args(argv)
