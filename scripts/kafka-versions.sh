@@ -70,7 +70,6 @@ if [ -n "${KAFKA_BOOTSTRAP_SERVERS:-}" ] \
   say "       the KafkaCluster brokers it starts, one Kafka release at a time."
   exit 2
 fi
-bash "$ROOT/scripts/services.sh"  # the store tests' databases
 
 workers="${KAFKA_DIRECT_TEST_WORKERS:-2}"
 parallel=()
@@ -88,6 +87,7 @@ fi
 # pytest's exit 5 (nothing selected, e.g. only serial tests were named) is not a failure.
 ok() { [ "$1" -eq 0 ] || [ "$1" -eq 5 ]; }
 
+bash "$ROOT/scripts/services.sh"  # the store tests' databases
 results=()
 status=0
 for v in "${versions[@]}"; do
