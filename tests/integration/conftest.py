@@ -3,7 +3,9 @@
 The broker is `KAFKA_BOOTSTRAP_SERVERS` when set. Otherwise `KAFKA_DIRECT_TEST_BROKER` chooses:
 `kafka` (the default) starts real Apache Kafka (`KafkaCluster`, one node per pytest process; each
 test makes its own topics), `tansu` the embedded Tansu broker, on which CI runs only the tests
-marked `tansu_smoke`. If the broker cannot start, every test here errors: nothing is skipped.
+marked `tansu_smoke`. `KAFKA_DIRECT_KAFKA_VERSION` chooses the Apache Kafka release of every
+KafkaCluster (scripts/kafka-versions.sh). If the broker cannot start, every test here errors:
+nothing is skipped.
 """
 
 from __future__ import annotations
@@ -16,8 +18,19 @@ from typing import Any
 import pytest
 
 from kafka_direct.testing.broker import EmbeddedBroker
-from kafka_direct.testing.kafka_cluster import KafkaCluster
+from kafka_direct.testing.kafka_cluster import KafkaCluster, default_kafka_version
 from tests.integration.kafka_helpers import broker_kind, create_topic, new_topic_name
+
+
+def pytest_report_header() -> str:
+    """Which broker this run tests against, first thing in its output."""
+    kind = broker_kind()
+    if kind == "kafka":
+        return (
+            f"kafka_direct test broker: Apache Kafka {default_kafka_version()} (KafkaCluster; "
+            "KAFKA_DIRECT_KAFKA_VERSION chooses the release)"
+        )
+    return f"kafka_direct test broker: {kind}"
 
 
 @pytest.fixture(scope="session")

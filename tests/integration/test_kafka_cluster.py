@@ -5,11 +5,14 @@ These tests start their own clusters (one and three brokers) and do not use the 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -120,27 +123,120 @@ def test_a_broker_that_fails_at_start_says_why_with_its_log() -> None:
     assert cluster.pid(1) is None
 
 
-def test_brokers_die_with_the_process_that_started_them() -> None:
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _start_in_a_thread_that_ends() -> KafkaCluster:
+    """A cluster started by a helper thread that has ended by the time this returns."""
+    started: list[KafkaCluster] = []
+    failed: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            started.append(KafkaCluster().start())
+        except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
+            failed.append(exc)
+
+    helper = threading.Thread(target=start, name="starts-the-cluster")
+    helper.start()
+    helper.join()
+    if failed:
+        raise failed[0]
+    return started[0]
+
+
+def test_regression_brokers_outlive_the_thread_that_started_them() -> None:
+    # PR_SET_PDEATHSIG follows the forking *thread*: a cluster started from a helper thread was
+    # SIGKILLed when that thread ended, and its user saw "connection refused" with no cause.
+    cluster = _start_in_a_thread_that_ends()
+    try:
+        # The signal is sent as the thread exits, before join() returns: no wait is needed.
+        assert cluster.pid(1) is not None, "the broker died with the thread that started it"
+        bootstrap = cluster.bootstrap_servers
+        _create(bootstrap, "after-the-thread", 1)
+        _produce(bootstrap, "after-the-thread", [f"v{i}" for i in range(5)])
+        assert _consume_all(bootstrap, "after-the-thread", 5) == [f"v{i}" for i in range(5)]
+    finally:
+        cluster.stop()
+
+
+def test_brokers_die_with_the_process_that_started_them_from_a_thread() -> None:
     # atexit never runs in a process that is SIGKILLed (or segfaults): the brokers must not
-    # outlive it.
+    # outlive it, even when a helper thread (long gone) started them.
     code = (
-        "import os, signal\n"
+        "import os, signal, sys, threading\n"
         "from kafka_direct.testing.kafka_cluster import KafkaCluster\n"
-        "cluster = KafkaCluster().start()\n"
-        "print(cluster.pid(1), flush=True)\n"
+        "from kafka_direct.testing.reaper import reaper_pid\n"
+        "started = []\n"
+        "helper = threading.Thread(target=lambda: started.append(KafkaCluster().start()))\n"
+        "helper.start()\n"
+        "helper.join()\n"
+        "cluster = started[0]\n"
+        "print(*[cluster.pid(i) for i in cluster.broker_ids], reaper_pid(), flush=True)\n"
+        "sys.stdin.readline()\n"
         "os.kill(os.getpid(), signal.SIGKILL)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, timeout=300
+    child = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
-    assert done.returncode == -signal.SIGKILL
-    broker = int(done.stdout.split()[-1])
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            os.kill(broker, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.2)
-    os.kill(broker, signal.SIGKILL)
-    raise AssertionError(f"broker pid {broker} outlived the process that started it")
+    assert child.stdout is not None and child.stdin is not None
+    line = child.stdout.readline()
+    words = line.split()
+    pids = [int(w) for w in words] if all(w.isdigit() for w in words) else []
+    try:
+        assert len(pids) == 2, f"the broker's and the reaper's pids, not {line!r}"
+        # Alive after the starting thread ended, while the process lives.
+        assert [pid for pid in pids if not _alive(pid)] == []
+        child.stdin.write("die\n")
+        child.stdin.flush()
+        assert child.wait(300) == -signal.SIGKILL
+        # Generous: the reaper acts as soon as the kernel closes the child's pipe.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
+            time.sleep(0.2)
+        left = [pid for pid in pids if _alive(pid)]
+        assert left == [], f"pids {left} (the broker, then the reaper) outlived the process"
+    finally:
+        child.kill()
+        child.wait()
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_regression_a_cluster_started_in_a_thread_beside_a_spark_session_is_written_and_read(
+    spark: Any,
+) -> None:
+    # A first fix forked brokers from a long-lived spawner thread; with a SparkSession running,
+    # the next format("kafka_direct") write then failed with DATA_SOURCE_NOT_FOUND.
+    cluster = _start_in_a_thread_that_ends()
+    try:
+        servers = cluster.bootstrap_servers
+        _create(servers, "beside-spark", 1)
+        rows = [(i, f"event-{i}") for i in range(20)]
+        (
+            spark.createDataFrame(rows, "k int, v string")
+            .selectExpr("cast(k as string) as key", "v as value")
+            .write.format("kafka_direct")
+            .mode("append")
+            .option("kafka.bootstrap.servers", servers)
+            .option("topic", "beside-spark")
+            .save()
+        )
+        back = (
+            spark.read.format("kafka_direct")
+            .option("kafka.bootstrap.servers", servers)
+            .option("subscribe", "beside-spark")
+            .option("startingOffsets", "earliest")
+            .load()
+            .selectExpr("cast(key as string) as key", "cast(value as string) as value")
+        )
+        got = sorted(((r.key, r.value) for r in back.collect()), key=lambda kv: int(kv[0]))
+        assert got == [(str(i), f"event-{i}") for i in range(20)]
+    finally:
+        cluster.stop()

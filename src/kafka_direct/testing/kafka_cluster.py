@@ -16,7 +16,9 @@ and the default replication factor are 3 and ``min.insync.replicas`` is 2, as in
 Each broker logs to one file (``cluster.log_path(id)``); a broker that dies while starting raises
 :class:`KafkaClusterError` with the end of that file. Heap and GC are sized for a small machine
 (docs/brokers.md has the measurements). Every process is killed by pid on :meth:`stop`, on leaving
-the ``with`` block, and at interpreter exit; the temporary directory is removed with them.
+the ``with`` block, and at interpreter exit; the temporary directory is removed with them. If
+the process dies without exit handlers (SIGKILL, a crash), :mod:`~kafka_direct.testing.reaper`
+kills the brokers; they do not die with the thread that started them.
 
 ``python -m kafka_direct.testing.kafka_cluster --brokers 1`` runs a cluster in the foreground and
 prints ``KAFKA_BOOTSTRAP_SERVERS=...``.
@@ -27,8 +29,8 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
-import ctypes
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -40,7 +42,7 @@ import uuid
 from base64 import urlsafe_b64encode
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from kafka_direct.errors import KafkaDirectError
 from kafka_direct.testing.broker_config import (
@@ -59,20 +61,50 @@ from kafka_direct.testing.cluster_probe import (
     port_accepts,
 )
 from kafka_direct.testing.jars import fetch_maven_jars, find_java
+from kafka_direct.testing.reaper import forget, watch
 
-__all__ = ["KAFKA_VERSION", "KafkaCluster", "KafkaClusterError", "kafka_jars", "main"]
+__all__ = [
+    "KAFKA_VERSION",
+    "KAFKA_VERSION_ENV",
+    "KafkaCluster",
+    "KafkaClusterError",
+    "default_kafka_version",
+    "kafka_jars",
+    "main",
+]
+
+#: Chooses the Kafka release of every cluster that names none (scripts/kafka-versions.sh).
+KAFKA_VERSION_ENV = "KAFKA_DIRECT_KAFKA_VERSION"
 
 _LOG_TAIL_LINES = 30
 _FORMAT_TIMEOUT_S = 120.0
-_PR_SET_PDEATHSIG = 1
 
 
 class KafkaClusterError(KafkaDirectError):
     """A broker of :class:`KafkaCluster` could not be formatted, started or reached."""
 
 
-def kafka_jars(version: str = KAFKA_VERSION) -> list[Path]:
+def default_kafka_version() -> str:
+    """``$KAFKA_DIRECT_KAFKA_VERSION`` when set, else :data:`KAFKA_VERSION`.
+
+    So a whole test run, whose tests start their own clusters, runs on another Kafka release
+    without a change to any test (docs/testing.md, "Kafka versions").
+    """
+    chosen = os.environ.get(KAFKA_VERSION_ENV, "").strip()
+    if not chosen:
+        return KAFKA_VERSION
+    if not re.fullmatch(r"\d+\.\d+\.\d+", chosen):
+        raise KafkaClusterError(
+            f"{KAFKA_VERSION_ENV}={chosen!r}: expected an Apache Kafka release as Maven Central "
+            f"names it, such as 3.9.1 or {KAFKA_VERSION}; unset it to use the default "
+            f"({KAFKA_VERSION})."
+        )
+    return chosen
+
+
+def kafka_jars(version: str | None = None) -> list[Path]:
     """Apache Kafka's broker jars (and a log4j2 binding for its slf4j logs), fetched once."""
+    version = version or default_kafka_version()
     return fetch_maven_jars(kafka_coordinates(version), f"kafka-{version}")
 
 
@@ -124,14 +156,14 @@ class KafkaCluster:
         self,
         brokers: int = 1,
         *,
-        kafka_version: str = KAFKA_VERSION,
+        kafka_version: str | None = None,
         heap_mb: int = 448,
         startup_timeout_s: float = 180.0,
         **broker_config: object,
     ) -> None:
         if brokers < 1:
             raise KafkaClusterError(f"KafkaCluster(brokers={brokers!r}): expected 1 or more.")
-        self.kafka_version = kafka_version
+        self.kafka_version = kafka_version or default_kafka_version()
         self.heap_mb = heap_mb
         self.startup_timeout_s = startup_timeout_s
         self._count = brokers
@@ -301,15 +333,14 @@ class KafkaCluster:
                 heap_mb=128,
             )
             with open(node.directory / "format.log", "wb") as out:
-                running.append(
-                    (node, subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT))
-                )
+                running.append((node, _spawn(command, out)))
         for node, process in running:
             try:
                 code = process.wait(timeout=_FORMAT_TIMEOUT_S)
             except subprocess.TimeoutExpired:
                 process.kill()
                 code = process.wait()
+            forget(process.pid)
             if code != 0:
                 raise KafkaClusterError(
                     f"Formatting broker {node.node_id}'s log directory failed (exit {code}): "
@@ -321,15 +352,7 @@ class KafkaCluster:
             node, ["kafka.Kafka", str(node.directory / "server.properties")], self.heap_mb
         )
         with open(node.log_path, "ab") as log:
-            # Its own session, so a Ctrl-C in the terminal does not reach the broker first.
-            node.process = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=_die_with_parent,
-            )
+            node.process = _spawn(command, log)
         node.paused = False
         node.started_s.append(-time.monotonic())
 
@@ -388,20 +411,33 @@ class KafkaCluster:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(process.pid, signal.SIGKILL)
         process.wait()
+        forget(process.pid)
         node.paused = False
 
 
-def _die_with_parent() -> None:
-    """In the broker's child process before exec: SIGKILL it when its owner dies.
+def _spawn(command: list[str], log: IO[bytes]) -> subprocess.Popen[bytes]:
+    """Start a JVM in a session of its own and have the reaper kill it if this process dies.
 
-    atexit does not run when the owning process is killed or crashes (a segfault in a native
-    client, a test runner's timeout), and a broker left behind holds 150 MB and its ports.
-    Linux only; the signal follows the thread that started the broker, which for a test fixture
-    is the main thread.
+    Its own session (and so process group), so a Ctrl-C in the terminal does not reach it before
+    :meth:`KafkaCluster.stop` does, and the reaper can kill the whole group. atexit does not run
+    when this process is killed or crashes (a segfault in a native client, a test runner's
+    timeout), and a broker left behind holds 150 MB and its ports: :mod:`.reaper` says why not
+    ``PR_SET_PDEATHSIG``, which would kill the broker with the thread that started it.
     """
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    process = subprocess.Popen(
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        watch(process.pid)
+    except OSError:
+        process.kill()
+        process.wait()
+        raise
+    return process
 
 
 def _tail(path: Path, lines: int = _LOG_TAIL_LINES) -> str:
@@ -416,7 +452,9 @@ def main(argv: list[str] | None = None) -> int:
     """Run a cluster in the foreground until interrupted (for manual tests and scripts)."""
     parser = argparse.ArgumentParser(prog="python -m kafka_direct.testing.kafka_cluster")
     parser.add_argument("--brokers", type=int, default=1)
-    parser.add_argument("--kafka-version", default=KAFKA_VERSION)
+    parser.add_argument(
+        "--kafka-version", default=None, help=f"default: ${KAFKA_VERSION_ENV} or {KAFKA_VERSION}"
+    )
     parser.add_argument("--fetch-only", action="store_true", help="fetch the jars, then exit")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args(argv)

@@ -9,6 +9,7 @@ import pytest
 from kafka_direct.errors import KafkaDirectError
 from kafka_direct.testing import jars
 from kafka_direct.testing.broker_config import (
+    KAFKA_VERSION,
     jvm_options,
     kafka_coordinates,
     log4j2_properties,
@@ -16,6 +17,12 @@ from kafka_direct.testing.broker_config import (
     server_properties,
 )
 from kafka_direct.testing.jars import JarFetchError, cache_key, ivy_module_xml
+from kafka_direct.testing.kafka_cluster import (
+    KAFKA_VERSION_ENV,
+    KafkaCluster,
+    KafkaClusterError,
+    default_kafka_version,
+)
 
 
 def _props(text: str) -> dict[str, str]:
@@ -178,3 +185,36 @@ def test_a_half_fetched_cache_is_redone_and_a_missing_java_is_one_sentence(
         jars.fetch_maven_jars(["g:a:1"], "n")
     assert "\n" not in str(caught.value)
     assert not target.exists()
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        (None, KAFKA_VERSION),
+        ("", KAFKA_VERSION),
+        ("3.9.1", "3.9.1"),
+        (" 4.4.0 ", "4.4.0"),
+    ],
+)
+def test_the_kafka_release_comes_from_the_environment_or_the_default(
+    monkeypatch: pytest.MonkeyPatch, env: str | None, expected: str
+) -> None:
+    if env is None:
+        monkeypatch.delenv(KAFKA_VERSION_ENV, raising=False)
+    else:
+        monkeypatch.setenv(KAFKA_VERSION_ENV, env)
+    assert default_kafka_version() == expected
+    assert KafkaCluster().kafka_version == expected  # nothing starts before start()
+    assert KafkaCluster(kafka_version="3.8.0").kafka_version == "3.8.0"
+
+
+@pytest.mark.parametrize("env", ["latest", "4.4", "kafka-4.4.0", "4.4.0 3.9.1"])
+def test_a_malformed_kafka_release_in_the_environment_is_refused_with_the_fix(
+    monkeypatch: pytest.MonkeyPatch, env: str
+) -> None:
+    monkeypatch.setenv(KAFKA_VERSION_ENV, env)
+    with pytest.raises(KafkaClusterError) as caught:
+        KafkaCluster()
+    message = str(caught.value)
+    assert f"KAFKA_DIRECT_KAFKA_VERSION={env!r}" in message
+    assert "such as 3.9.1" in message and "unset it" in message
