@@ -47,6 +47,7 @@ from kafka_direct.kafka.admin import new_admin_client
 from kafka_direct.kafka.authorization import not_authorized
 from kafka_direct.kafka.events import ClientEvents, reach_advice
 from kafka_direct.kafka.groups import fetch_group_offsets
+from kafka_direct.kafka.logs import client_hooks
 from kafka_direct.kafka.translate import kafka_errors, translate
 from kafka_direct.offsets import PartitionOffsets, TopicPartition
 from kafka_direct.planning.reader import TimestampType
@@ -222,6 +223,7 @@ class AdminOffsetReader:
             return
         config: dict[str, Any] = {
             **admin_config(self._kafka),
+            **client_hooks(None, self._kafka),
             "group.id": "kafka-direct-authorization-check",
             "allow.auto.create.topics": "false",
         }
