@@ -107,7 +107,9 @@ class OidcProvider:
             self.tokens_issued += 1
         return self._issuer.sign(claims, kid=_KID)
 
-    def grant(self, form: Mapping[str, str], authorization: str | None) -> tuple[int, dict[str, Any]]:
+    def grant(
+        self, form: Mapping[str, str], authorization: str | None
+    ) -> tuple[int, dict[str, Any]]:
         """The token endpoint's answer (status, JSON body) to a request's form fields and
         ``Authorization`` header."""
         client_id, secret = form.get("client_id", ""), form.get("client_secret", "")
