@@ -217,6 +217,7 @@ def test_only_kafkas_own_oidc_handler_is_translated(handler: str, allowed: bool)
         with pytest.raises(ConfigurationError, match="Java code librdkafka cannot run") as info:
             kafka_params(params, owned={}, owner="source")
         assert PW not in str(info.value)
+        assert "'oauthProvider'" in str(info.value)  # what a cloud's job uses instead
 
 
 def test_the_kafka_config_never_shows_the_translated_secrets() -> None:
