@@ -83,6 +83,58 @@ def _values(df: Any) -> list[bytes]:
     return sorted(bytes(r.value) for r in df.select("value").collect())
 
 
+def _sign_in(cluster: SecuredKafkaCluster, token: str) -> str:
+    """Sign in with ``token`` as it is: "ok" when the broker lets the client in, else the
+    broker's authentication error."""
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import AdminClient
+
+    errors: list[KafkaError] = []
+    admin = AdminClient({
+        "bootstrap.servers": cluster.bootstrap("SASL_PLAINTEXT"),
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "OAUTHBEARER",
+        "oauth_cb": lambda _config: (token, time.time() + 600, "probe", {}),
+        "error_cb": errors.append,
+    })  # fmt: skip
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        auth = [e for e in errors if e.code() == KafkaError._AUTHENTICATION]
+        if auth:
+            return auth[0].str()
+        admin.poll(0.5)  # error_cb is served here
+        try:
+            admin.list_topics(timeout=2)
+            return "ok"
+        except Exception:  # noqa: BLE001 - not answered yet: the loop waits for the cause
+            continue
+    return "no answer"
+
+
+def test_the_broker_checks_each_tokens_signature_issuer_audience_and_expiry(
+    cluster: SecuredKafkaCluster,
+) -> None:
+    from kafka_direct.testing.tokens import TokenIssuer, token_claims
+
+    oidc = cluster.oidc
+    assert oidc is not None
+    now = time.time()
+    claims = token_claims(JOB, now=now, lifetime_s=600, issuer=oidc.issuer,
+                          audience=oidc.audience)  # fmt: skip
+    kid = oidc.jwks()["keys"][0]["kid"]
+    assert _sign_in(cluster, oidc.mint(JOB)) == "ok"
+    refused = {
+        "another key": TokenIssuer().sign(claims, kid=kid),
+        "another issuer": oidc.sign({**claims, "iss": "https://elsewhere"}),
+        "another audience": oidc.sign({**claims, "aud": "elsewhere"}),
+        # Past Kafka's clock skew allowance (sasl.oauthbearer.clock.skew.seconds, 30 s).
+        "expired": oidc.sign({**claims, "exp": int(now) - 120}),
+    }
+    for why, token in refused.items():
+        answer = _sign_in(cluster, token)
+        assert "invalid_token" in answer, (why, answer)
+
+
 def oidc_options(cluster: SecuredKafkaCluster, secret: str = JOB_SECRET) -> dict[str, str]:
     """A Spark job's OAUTHBEARER options, as the Java client takes them."""
     assert cluster.oidc is not None

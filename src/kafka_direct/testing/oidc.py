@@ -92,6 +92,10 @@ class OidcProvider:
     def jwks(self) -> dict[str, Any]:
         return {"keys": [self._issuer.public_jwk(_KID)]}
 
+    def sign(self, claims: Mapping[str, Any]) -> str:
+        """``claims`` signed with the provider's key (tests of what the broker refuses)."""
+        return self._issuer.sign(claims, kid=_KID)
+
     def mint(self, subject: str, scope: str = "", lifetime_s: float | None = None) -> str:
         """A signed token for ``subject``, as the endpoint issues it (and counted as one)."""
         claims = token_claims(
