@@ -52,6 +52,8 @@ OPTION_DEFAULTS: dict[str, str] = {
     # Batch reads: narrow the planned ranges by the query's filters on topic, partition, offset
     # and timestamp (planning.pushdown). Needs spark.sql.python.filterPushdown.enabled=true.
     "pushdown.enabled": "true",
+    # A Python function ('module:function') that gives OAUTHBEARER tokens (config.oauth).
+    "oauthProvider": "",
     # librdkafka defaults to read_committed; Spark (the Java client) to read_uncommitted. We
     # follow Spark so a query switched from format("kafka") sees the same records.
     "kafka.isolation.level": "read_uncommitted",

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from kafka_direct.config.defaults import SOURCE_OWNED_KAFKA_KEYS
 from kafka_direct.config.kafka import KafkaConfig
+from kafka_direct.config.oauth import OPTION as OAUTH_OPTION
 from kafka_direct.config.reader import kafka_params
 from kafka_direct.config.source import SourceOptions, parse_source_options
 from kafka_direct.errors import ConfigurationError
@@ -73,17 +74,21 @@ def validate_params(
     if not isinstance(params, Mapping):
         raise ConfigurationError("kafkaParams", type(params).__name__, "a dict of librdkafka keys")
     config = {str(k): param_text(v) for k, v in params.items() if v is not None}
-    # Judged and translated (a Java client's JAAS line and stores become librdkafka's): the
-    # translation is what the clients get, as on the source.
-    config = dict(
-        kafka_params(
+    # Not a librdkafka key: the token function (config.oauth), given as the source's option.
+    provider = config.pop(OAUTH_OPTION, None)
+    # The client settings as librdkafka takes them: JAAS, stores and the token function
+    # translated (config.security, config.oauth), for the stream's own clients and its batches.
+    config = {
+        **kafka_params(
             config,
             owned=_OWNED,
             owner="stream",
             prefix="",
             bootstrap_fix="Add 'bootstrap.servers': 'host1:9092,host2:9092' to kafkaParams.",
-        )
-    )
+            oauth_provider=provider,
+        ),
+        **{k: config[k] for k in _STREAM_KEYS if k in config},
+    }
     group = config.get("group.id", "").strip()
     if not group and require_group:
         raise ConfigurationError(

@@ -39,13 +39,18 @@ _SASL_INSTEAD = (
 #: Java client settings librdkafka does not have, and what to set instead. A job's JAAS line,
 #: stores and Kafka's OIDC handler are translated before this is asked
 #: (:mod:`~kafka_direct.config.security`): what is left here has no translation.
+_CLOUD_TOKENS = (
+    " For a cloud's tokens (Amazon MSK IAM, Microsoft Entra), name a Python function that "
+    "returns them with the option 'oauthProvider' (docs/security.md, Cloud tokens)."
+)
 JVM_ONLY_KAFKA_KEYS = {
     "sasl.login.callback.handler.class": (
         "It names Java code librdkafka cannot run (only Kafka's own OIDC handler, "
-        "OAuthBearerLoginCallbackHandler, is translated). " + _SASL_INSTEAD
+        "OAuthBearerLoginCallbackHandler, is translated). " + _SASL_INSTEAD + _CLOUD_TOKENS
     ),
     "sasl.client.callback.handler.class": "It names Java code librdkafka cannot run. "
-    + _SASL_INSTEAD,
+    + _SASL_INSTEAD
+    + _CLOUD_TOKENS,
     "ssl.truststore.password": "Set it with {p}ssl.truststore.location, the store it opens.",
     "ssl.truststore.type": "Set it with {p}ssl.truststore.location, the store it describes.",
 }

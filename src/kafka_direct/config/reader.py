@@ -22,6 +22,8 @@ from typing import TypeVar
 
 from kafka_direct.config.defaults import parse_bytes, parse_duration_ms
 from kafka_direct.config.kafka import KafkaConfig, refuse_jvm_settings
+from kafka_direct.config.oauth import OPTION as OAUTH_OPTION
+from kafka_direct.config.oauth import provider_spec, with_provider
 from kafka_direct.config.security import translate as translate_security
 from kafka_direct.errors import ConfigurationError, UnsupportedKafkaOptionError
 from kafka_direct.redaction import REDACTED, is_secret
@@ -159,18 +161,24 @@ def kafka_params(
     owner: str,
     prefix: str = "kafka.",
     bootstrap_fix: str = "Set .option('kafka.bootstrap.servers', 'host1:9092,host2:9092').",
+    oauth_provider: str | None = None,
 ) -> KafkaConfig:
     """Judge librdkafka settings (names without ``prefix``, as the user wrote them with it).
 
     ``owned`` maps the keys ``owner`` ("source", "sink") sets itself to what to do instead;
     ``bootstrap_fix`` says where to add a missing ``bootstrap.servers`` in the caller's terms.
-    Values are kept verbatim; a secret's value never appears in a message.
+    Values are kept verbatim; a secret's value never appears in a message. ``oauth_provider``
+    names a token function (the ``oauthProvider`` option, :mod:`kafka_direct.config.oauth`);
+    one already written into ``sasl.oauthbearer.config`` is checked the same way.
     """
     for name, value in params.items():
         reason = owned.get(name)
         if reason is not None:
             shown = REDACTED if is_secret(name) else value
             raise UnsupportedKafkaOptionError(prefix + name, shown, reason, owner=owner)
+    spec = oauth_provider or provider_spec(params)
+    if spec is not None:
+        params = with_provider(params, spec, prefix=prefix, option=OAUTH_OPTION)
     # A Spark job's Java-client security settings, as librdkafka takes them (config.security).
     params = translate_security(params, prefix=prefix, load_store=_load_store)
     refuse_jvm_settings(params, prefix=prefix)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from kafka_direct.config.clients import ALIASES, producer_config
 from kafka_direct.config.kafka import KafkaConfig
+from kafka_direct.config.oauth import provider_spec
 from kafka_direct.config.reader import OptionReader, kafka_params
 from kafka_direct.errors import ConfigurationError
 
@@ -51,6 +52,8 @@ SINK_OPTION_DEFAULTS: dict[str, str] = {
     # exactly-once: the topic whose partition 0 carries the tasks' markers (committed offsets of
     # one consumer group per transactional id); the 'topic' option by default.
     "transactionMarkerTopic": "",
+    # A Python function ('module:function') that gives OAUTHBEARER tokens (config.oauth).
+    "oauthProvider": "",
 }
 
 _DELIVERY_REPORTS = (
@@ -128,7 +131,12 @@ def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
         )
         == EXACTLY_ONCE
     )
-    kafka = kafka_params(opts.kafka_options(), owned=SINK_OWNED_KAFKA_KEYS, owner="sink")
+    kafka = kafka_params(
+        opts.kafka_options(),
+        owned=SINK_OWNED_KAFKA_KEYS,
+        owner="sink",
+        oauth_provider=opts.get("oauthProvider") or None,
+    )
     if exactly_once:
         _check_exactly_once(kafka)
     _check_acks(kafka)
@@ -169,7 +177,8 @@ def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
         delivery_timeout_ms=_delivery_timeout_ms(kafka, producer),
         cache_timeout_ms=opts.integer("producerCache.timeoutMs", minimum=1),
         cache_capacity=opts.integer("producerCache.capacity", minimum=1),
-        fast_path=opts.boolean("fastPath.enabled"),
+        # The C producer has no token callback: a token function writes through the Python one.
+        fast_path=opts.boolean("fastPath.enabled") and provider_spec(kafka) is None,
         exactly_once=exactly_once,
         transactional_id_prefix=prefix,
         marker_topic=marker_topic if exactly_once else None,

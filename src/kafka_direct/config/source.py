@@ -31,6 +31,7 @@ from kafka_direct.config.clients import (
 )
 from kafka_direct.config.defaults import OPTION_DEFAULTS, SOURCE_OWNED_KAFKA_KEYS
 from kafka_direct.config.kafka import KafkaConfig, Subscription
+from kafka_direct.config.oauth import provider_spec
 from kafka_direct.config.reader import OptionReader, kafka_params
 from kafka_direct.config.value_format import VALUE_FORMAT_DEFAULTS, ValueFormat, parse_value_format
 from kafka_direct.errors import ConfigurationError
@@ -197,7 +198,12 @@ def parse_source_options(raw: Mapping[str, str], *, streaming: bool | None) -> S
     """
     opts = OptionReader(raw, {**OPTION_DEFAULTS, **VALUE_FORMAT_DEFAULTS}, "source")
     opts.refuse_near_misses("path")
-    kafka = kafka_params(opts.kafka_options(), owned=SOURCE_OWNED_KAFKA_KEYS, owner="source")
+    kafka = kafka_params(
+        opts.kafka_options(),
+        owned=SOURCE_OWNED_KAFKA_KEYS,
+        owner="source",
+        oauth_provider=opts.get("oauthProvider") or None,
+    )
     ranges = bounds.offset_ranges(opts, streaming)
     strategy = bounds.subscription(opts) if ranges is None else bounds.assigned(ranges)
     starting = bounds.starting_bound(opts, streaming)
@@ -260,7 +266,8 @@ def parse_source_options(raw: Mapping[str, str], *, streaming: bool | None) -> S
             max_batch_bytes=opts.byte_size(
                 "maxBatchBytes", minimum=MIN_BATCH_BYTES, maximum=MAX_BATCH_BYTES
             ),
-            fast_path=opts.boolean("fastPath.enabled"),
+            # The C reader has no token callback: a token function reads through Python.
+            fast_path=opts.boolean("fastPath.enabled") and provider_spec(kafka) is None,
         ),
         value_format=parse_value_format(opts, strategy),
     )

@@ -61,7 +61,7 @@ def _new_consumer(key: PoolKey, config: Mapping[str, str]) -> TaskConsumer:
         if key.fast_path:
             return native.new_consumer(config, events)
         with kafka_errors("Creating a Kafka consumer on the executor"):
-            return Consumer({**config, **client_hooks(events)})
+            return Consumer({**config, **client_hooks(events, config)})
 
     made: TaskConsumer
     if key.assignment:

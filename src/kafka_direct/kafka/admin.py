@@ -40,7 +40,7 @@ _PRODUCER_ALIASES = {
 def new_admin_client(kafka: Mapping[str, str], events: ClientEvents | None = None) -> Any:
     """An AdminClient from the user's connection settings (``admin_config``), logging through
     :mod:`kafka_direct.kafka.logs`. An invalid setting raises :class:`ConfigurationError`."""
-    full: dict[str, Any] = {**admin_config(kafka), **client_hooks(events)}
+    full: dict[str, Any] = {**admin_config(kafka), **client_hooks(events, kafka)}
     try:
         return AdminClient(full)
     except KafkaException as exc:
@@ -54,7 +54,7 @@ def check_consumer_config(config: Mapping[str, str], user: Mapping[str, str]) ->
     """Create (and close) a consumer with ``config``: librdkafka checks every setting when a
     client is created, so a typo fails here, before a query starts, instead of looking like an
     unreachable broker at the first read. ``user`` is what the user set (for the message)."""
-    full: dict[str, Any] = {**config, **client_hooks()}
+    full: dict[str, Any] = {**config, **client_hooks(None, config)}
     try:
         consumer = Consumer(full)
     except KafkaException as exc:
@@ -71,7 +71,11 @@ def check_producer_config(config: Mapping[str, str], user: Mapping[str, str]) ->
     mistake fails before a write starts instead of in every task. ``user`` is what the user
     set (for the message). It sends no record."""
     events = ClientEvents("The Kafka producer (configuration check)")
-    full: dict[str, Any] = {**config, **client_hooks(events), "delivery.report.only.error": True}
+    full: dict[str, Any] = {
+        **config,
+        **client_hooks(events, config),
+        "delivery.report.only.error": True,
+    }
     try:
         producer = Producer(full)
     except KafkaException as exc:

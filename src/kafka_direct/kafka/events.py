@@ -49,6 +49,13 @@ def _hint(name: str, text: str) -> str:
             "the address answered, but not as a Kafka broker; check the port in "
             "'kafka.bootstrap.servers', or set 'kafka.security.protocol' if it expects TLS"
         )
+    if "OAUTHBEARER" in text:
+        return (
+            "check the OAUTHBEARER credentials: clientId, clientSecret and scope in "
+            "'kafka.sasl.jaas.config' (or 'kafka.sasl.oauthbearer.client.id', '.client.secret' "
+            "and '.scope'), 'kafka.sasl.oauthbearer.token.endpoint.url', or the function of "
+            "'oauthProvider'"
+        )
     if name in {"_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED", "ILLEGAL_SASL_STATE"}:
         return (
             "check 'kafka.security.protocol', 'kafka.sasl.mechanism', 'kafka.sasl.username' "

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Mapping
 
+from kafka_direct.config.oauth import oauth_callback
 from kafka_direct.logs import RepeatLimiter
 
 __all__ = ["LIBRDKAFKA_LOG", "LibrdkafkaLog", "client_hooks"]
@@ -58,10 +60,17 @@ class LibrdkafkaLog:
 LIBRDKAFKA_LOG = LibrdkafkaLog(logging.getLogger("kafka_direct.librdkafka"))
 
 
-def client_hooks(error_cb: object | None = None) -> dict[str, object]:
+def client_hooks(
+    error_cb: object | None = None, config: Mapping[str, str] | None = None
+) -> dict[str, object]:
     """The non-string settings of a confluent-kafka client: logs to :data:`LIBRDKAFKA_LOG`,
-    errors to ``error_cb`` when given (a :class:`~kafka_direct.kafka.events.ClientEvents`)."""
+    errors to ``error_cb`` when given (a :class:`~kafka_direct.kafka.events.ClientEvents`), and
+    the ``oauth_cb`` of the token function that the client's ``config`` names, if it names one
+    (the ``oauthProvider`` option, :mod:`kafka_direct.config.oauth`)."""
     hooks: dict[str, object] = {"logger": LIBRDKAFKA_LOG}
     if error_cb is not None:
         hooks["error_cb"] = error_cb
+    oauth_cb = oauth_callback(config) if config is not None else None
+    if oauth_cb is not None:
+        hooks["oauth_cb"] = oauth_cb
     return hooks

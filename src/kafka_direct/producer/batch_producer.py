@@ -321,7 +321,7 @@ class PythonBatchProducer:
         self._events = _Events(self._latch.fatal)
         settings: dict[str, Any] = {
             **config,
-            **client_hooks(self._events),
+            **client_hooks(self._events, config),
             # Only failed records are reported: a success costs no Python call (module docstring).
             "delivery.report.only.error": True,
             "on_delivery": self._on_delivery,

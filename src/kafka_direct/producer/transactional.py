@@ -179,7 +179,7 @@ def _consumer(settings: WriteSettings, txn_id: str, events: ClientEvents) -> Con
     assert txn is not None
     config: dict[str, Any] = {
         **marker_consumer_config(txn.consumer_config, txn_id),
-        **client_hooks(events),
+        **client_hooks(events, txn.consumer_config),
     }
     try:
         return Consumer(config)
@@ -283,7 +283,11 @@ def probe_transactions(config: Mapping[str, str], prefix: str, timeout_s: float)
     task writes. Uses an id of its own (``<prefix>-probe``), so it fences no task."""
     txn_id = f"{prefix}-probe"
     events = ClientEvents("The exactly-once sink's check")
-    settings: dict[str, Any] = {**config, **client_hooks(events), "transactional.id": txn_id}
+    settings: dict[str, Any] = {
+        **config,
+        **client_hooks(events, config),
+        "transactional.id": txn_id,
+    }
     producer = Producer(settings)
     try:
         producer.init_transactions(timeout_s)

@@ -6,8 +6,10 @@ stops them (context managers, also cleaned up at interpreter exit):
 - :class:`KafkaCluster`: real Apache Kafka 4.x brokers (KRaft) as JVM processes, from Maven
   Central jars fetched once with PySpark's Ivy (:func:`fetch_maven_jars`); the broker of record
   for kafka_direct's own suite. Brokers can be killed, restarted and paused.
-- :class:`SecuredKafkaCluster`: the same with SASL (PLAIN, SCRAM), TLS and SSL listeners, its
-  own CA, and an authorizer with ACLs (``grant``, ``revoke``, ``add_user``, ``truststore``).
+- :class:`SecuredKafkaCluster`: the same with SASL (PLAIN, SCRAM, and OAUTHBEARER validated by
+  the broker against the kit's OIDC provider, :mod:`kafka_direct.testing.oidc`), TLS and SSL
+  listeners, its own CA, and an authorizer with ACLs (``grant``, ``revoke``, ``add_user``,
+  ``truststore``).
 - :class:`MockCluster`: librdkafka's mock cluster, for broker faults Tansu cannot produce
   (brokers down, leader moves, slow brokers, injected request errors, deleted records).
 - :class:`DurableBroker`: the embedded Tansu broker on S3 storage (a local moto server), so it

@@ -18,6 +18,12 @@ principal ``User:ANONYMOUS`` is a super user) and adds client listeners::
 - **TLS.** The kit's CA (:mod:`~kafka_direct.testing.certificates`) signs a certificate for
   127.0.0.1; :attr:`ca_pem` is its certificate. ``client_auth`` is Kafka's ``ssl.client.auth``
   (``none``, ``requested``, ``required``); :meth:`client_certificate` issues one.
+- **OAUTHBEARER** (``oauth=True``, or ``oauth_clients``). The kit runs an OpenID Connect
+  provider (:class:`~kafka_direct.testing.oidc.OidcProvider`, :attr:`oidc`): a JWKS and a
+  client-credentials token endpoint. Both SASL listeners take OAUTHBEARER too, validated by the
+  broker itself (``OAuthBearerValidatorCallbackHandler`` against the JWKS, the issuer and the
+  audience). A client's principal is ``User:<client id>``. Kafka 4 fetches only URLs listed in
+  the JVM's ``org.apache.kafka.sasl.oauthbearer.allowed.urls``, which the kit sets.
 - **ACLs.** ``StandardAuthorizer`` with ``allow.everyone.if.no.acl.found=false``: a principal
   may do only what :meth:`grant` allowed. ``User:ANONYMOUS`` (the PLAINTEXT and controller
   listeners) and ``User:admin`` are super users.
@@ -38,12 +44,17 @@ from kafka_direct.testing.certificates import (
     write_server_certificate,
 )
 from kafka_direct.testing.cluster_probe import free_port
-from kafka_direct.testing.kafka_cluster import KafkaCluster, KafkaClusterError
+from kafka_direct.testing.kafka_cluster import KafkaCluster, KafkaClusterError, _Node
+from kafka_direct.testing.oidc import OidcProvider
 
 __all__ = ["PROTOCOLS", "SecuredKafkaCluster"]
 
 PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL", "SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+OAUTH_MECHANISM = "OAUTHBEARER"
+#: Kafka's own OIDC validator: JWKS signature, expiry, issuer and audience.
+OAUTH_VALIDATOR = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+OAUTH_JWT_VALIDATOR = "org.apache.kafka.common.security.oauthbearer.BrokerJwtValidator"
 SUPER_USER = "admin"
 _STORE_PASSWORD = "kafka-direct-test-store"
 
@@ -68,9 +79,17 @@ class SecuredKafkaCluster(KafkaCluster):
         users: Mapping[str, str] | None = None,
         client_auth: str = "none",
         authorizer: bool = True,
+        oauth: bool = False,
+        oauth_clients: Mapping[str, str] | None = None,
+        oauth_lifetimes: Mapping[str, float] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(brokers, **kwargs)
+        #: The OIDC provider of OAUTHBEARER (``oauth``): its clients are ``oauth_clients``
+        #: (id to secret), ``oauth_lifetimes`` gives a client's tokens a life of their own.
+        self.oidc: OidcProvider | None = None
+        if oauth or oauth_clients:
+            self.oidc = OidcProvider(oauth_clients or {}, lifetimes=oauth_lifetimes)
         self.users = {SUPER_USER: "admin-secret", **dict(users or {})}
         self.client_auth = client_auth
         self.authorizer = authorizer
@@ -192,10 +211,25 @@ class SecuredKafkaCluster(KafkaCluster):
 
     # ------------------------------------------------------------------------------ lifecycle
     def start(self) -> SecuredKafkaCluster:
-        super().start()
+        if self.oidc is not None:
+            self.oidc.start()  # its URLs go into the brokers' properties
+        super().start()  # a failed start stops the provider too (stop())
         for name, password in self.users.items():
             self.add_user(name, password)
         return self
+
+    def stop(self, keep_logs: bool = False) -> None:
+        super().stop(keep_logs)
+        if self.oidc is not None:
+            self.oidc.stop()
+
+    def _java_command(self, node: _Node, main: list[str], heap_mb: int) -> list[str]:
+        command = super()._java_command(node, main, heap_mb)
+        if self.oidc is not None:
+            # Kafka 4 fetches a JWKS (or a token) only from the URLs this property allows.
+            allowed = f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={self.oidc.jwks_url}"
+            command.insert(1, allowed)
+        return command
 
     def _create_nodes(self) -> None:
         super()._create_nodes()
@@ -229,7 +263,9 @@ class SecuredKafkaCluster(KafkaCluster):
             "listener.security.protocol.map": ",".join(
                 ["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT"] + [f"{p}:{p}" for p in PROTOCOLS]
             ),
-            "sasl.enabled.mechanisms": ",".join(MECHANISMS),
+            "sasl.enabled.mechanisms": ",".join(
+                [*MECHANISMS, OAUTH_MECHANISM] if self.oidc else MECHANISMS
+            ),
             "ssl.keystore.location": str(keystore),
             "ssl.keystore.type": "PKCS12",
             "ssl.keystore.password": _STORE_PASSWORD,
@@ -245,6 +281,25 @@ class SecuredKafkaCluster(KafkaCluster):
                 props[f"listener.name.{listener}.{mechanism}.sasl.jaas.config"] = (
                     "org.apache.kafka.common.security.scram.ScramLoginModule required;"
                 )
+        if self.oidc is not None:
+            props.update(
+                {
+                    "sasl.oauthbearer.jwks.endpoint.url": self.oidc.jwks_url,
+                    "sasl.oauthbearer.expected.issuer": self.oidc.issuer,
+                    "sasl.oauthbearer.expected.audience": self.oidc.audience,
+                    # Kafka 4.1's handler builds its default validator without the JWKS and
+                    # then checks no signature (seen on 4.1.1: a token signed by another key
+                    # was let in); the broker's validator, named, fetches the JWKS and checks
+                    # it. Kafka 3.9 has no such setting and checks signatures by itself.
+                    "sasl.oauthbearer.jwt.validator.class": OAUTH_JWT_VALIDATOR,
+                }
+            )
+            for listener in ("sasl_plaintext", "sasl_ssl"):
+                props[f"listener.name.{listener}.oauthbearer.sasl.jaas.config"] = (
+                    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
+                )
+                handler = f"listener.name.{listener}.oauthbearer.sasl.server.callback.handler.class"
+                props[handler] = OAUTH_VALIDATOR
         if self.authorizer:
             props.update(
                 {

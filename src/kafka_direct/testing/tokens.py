@@ -92,12 +92,23 @@ class TokenIssuer:
         )
         return base64.b64encode(der).decode("ascii")
 
-    def sign(self, claims: Mapping[str, Any]) -> str:
-        """A compact JWS (``header.claims.signature``) of ``claims``, signed RS256."""
+    def public_jwk(self, kid: str) -> dict[str, str]:
+        """The public key as a JSON Web Key (RFC 7517) named ``kid``, for a JWKS endpoint."""
+        numbers = self._key.public_key().public_numbers()
+
+        def unsigned(value: int) -> str:
+            return b64url(value.to_bytes((value.bit_length() + 7) // 8, "big"))
+
+        return {"kty": "RSA", "use": "sig", "alg": "RS256", "kid": kid,
+                "n": unsigned(numbers.n), "e": unsigned(numbers.e)}  # fmt: skip
+
+    def sign(self, claims: Mapping[str, Any], *, kid: str | None = None) -> str:
+        """A compact JWS (``header.claims.signature``) of ``claims``, signed RS256; ``kid``
+        names the key in the header, as a verifier with a JWKS looks it up."""
         from cryptography.hazmat.primitives import hashes
         from cryptography.hazmat.primitives.asymmetric import padding
 
-        message = signing_input(claims)
+        message = signing_input(claims, _HEADER if kid is None else {**_HEADER, "kid": kid})
         signature = self._key.sign(message.encode("ascii"), padding.PKCS1v15(), hashes.SHA256())
         return f"{message}.{b64url(signature)}"
 

@@ -4,10 +4,12 @@ store loader; no broker, no keytool (tests/unit/kafka/test_keystores.py runs the
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 
+from kafka_direct.config import oauth
 from kafka_direct.config.reader import kafka_params
 from kafka_direct.config.security import parse_jaas, translate
 from kafka_direct.errors import ConfigurationError
@@ -215,6 +217,7 @@ def test_only_kafkas_own_oidc_handler_is_translated(handler: str, allowed: bool)
         with pytest.raises(ConfigurationError, match="Java code librdkafka cannot run") as info:
             kafka_params(params, owned={}, owner="source")
         assert PW not in str(info.value)
+        assert "'oauthProvider'" in str(info.value)  # what a cloud's job uses instead
 
 
 def test_the_kafka_config_never_shows_the_translated_secrets() -> None:
@@ -231,3 +234,152 @@ def test_parse_jaas_keeps_every_option() -> None:
     entry = parse_jaas(f'{PLAIN} required username="a b" password={PW} other="x=y";')
     assert entry.module == PLAIN
     assert dict(entry.options) == {"username": "a b", "password": PW, "other": "x=y"}
+
+
+# ---------------------------------------------------------------------------------- oauthProvider
+# Token functions for the rows below, imported by name as in every Spark process.
+TOKEN = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzdmMifQ.c2ln"  # a JWT whose sub is "svc"
+GOOD = f"{__name__}:good_token"
+
+
+def good_token() -> tuple[str, float]:
+    return TOKEN, time.time() + 600
+
+
+def full_token() -> tuple[str, float, str, dict[str, str]]:
+    return TOKEN, time.time() + 600, "alice", {"logicalCluster": "lkc-1"}
+
+
+def opaque_token() -> tuple[str, float]:
+    return "opaque-" + PW, time.time() + 600  # MSK's tokens are no JWT
+
+
+def expired_token() -> tuple[str, float]:
+    return TOKEN, time.time() - 5
+
+
+def milliseconds_token() -> tuple[str, float]:
+    return TOKEN, (time.time() + 600) * 1000
+
+
+def one_item() -> tuple[str]:
+    return (TOKEN,)
+
+
+def not_a_string() -> tuple[bytes, float]:
+    return TOKEN.encode(), time.time() + 600
+
+
+def raises() -> tuple[str, float]:
+    raise RuntimeError(f"the cloud said no to {PW}")
+
+
+NOT_CALLABLE = 42
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        pytest.param({}, {"sasl.mechanism": "OAUTHBEARER",
+                          "sasl.oauthbearer.config": f"kafka_direct.oauthProvider={GOOD}"},
+                     id="mechanism implied"),
+        pytest.param({"sasl.mechanism": "oauthbearer", "security.protocol": "SASL_SSL"},
+                     {"sasl.mechanism": "OAUTHBEARER", "security.protocol": "SASL_SSL",
+                      "sasl.oauthbearer.config": f"kafka_direct.oauthProvider={GOOD}"},
+                     id="mechanism given"),
+        pytest.param({"sasl.login.callback.handler.class":
+                      "software.amazon.msk.auth.iam.IAMClientCallbackHandler"},
+                     None, id="(a Java handler is still refused)"),
+    ],
+)  # fmt: skip
+def test_a_token_function_becomes_librdkafkas_token_callback(
+    given: dict[str, str], expected: dict[str, str] | None
+) -> None:
+    if expected is None:
+        with pytest.raises(ConfigurationError, match="Java code"):
+            kafka_params({**B, **given}, owned={}, owner="source", oauth_provider=GOOD)
+        return
+    config = kafka_params({**B, **given}, owned={}, owner="source", oauth_provider=GOOD)
+    assert dict(config) == {**B, **expected}
+    # Its settings say it again wherever they travel (the DStream API's batches, executors).
+    assert kafka_params(dict(config), owned={}, owner="source") == config
+    assert oauth.provider_spec(config) == GOOD
+
+
+@pytest.mark.parametrize(
+    ("provider", "given", "option", "phrase"),
+    [
+        pytest.param("no_such_module_xyz:token", {}, "oauthProvider", "Importing",
+                     id="unimportable"),
+        pytest.param(f"{__name__}:no_such_function", {}, "oauthProvider", "has no",
+                     id="no such function"),
+        pytest.param("just_a_name", {}, "oauthProvider", "'package.module:function'",
+                     id="not a dotted name"),
+        pytest.param(f"{__name__}:NOT_CALLABLE", {}, "oauthProvider", "callable",
+                     id="not callable"),
+        pytest.param(f"{__name__}.raises", {}, "oauthProvider", "raised RuntimeError",
+                     id="it raises (dotted name)"),
+        pytest.param(f"{__name__}:expired_token", {}, "oauthProvider", "already expired",
+                     id="expired"),
+        pytest.param(f"{__name__}:milliseconds_token", {}, "oauthProvider", "divided by 1000",
+                     id="milliseconds"),
+        pytest.param(f"{__name__}:one_item", {}, "oauthProvider", "a tuple of 1",
+                     id="one item"),
+        pytest.param(f"{__name__}:not_a_string", {}, "oauthProvider", "of type bytes",
+                     id="bytes token"),
+        pytest.param(GOOD, {"sasl.mechanism": "PLAIN"}, "kafka.sasl.mechanism", "'OAUTHBEARER'",
+                     id="another mechanism"),
+        pytest.param(GOOD, {"sasl.oauthbearer.method": "oidc"}, "kafka.sasl.oauthbearer.method",
+                     "remove", id="and OIDC"),
+        pytest.param(GOOD, {"sasl.jaas.config": jaas(PLAIN, username="u", password=PW)},
+                     "kafka.sasl.jaas.config", "remove", id="and a JAAS line"),
+        pytest.param(GOOD, {"sasl.oauthbearer.config": f"principal={PW}"},
+                     "kafka.sasl.oauthbearer.config", "remove", id="and an oauthbearer config"),
+    ],
+)  # fmt: skip
+def test_a_bad_token_function_is_refused_naming_it(
+    provider: str, given: dict[str, str], option: str, phrase: str
+) -> None:
+    with pytest.raises(ConfigurationError) as info:
+        kafka_params({**B, **given}, owned={}, owner="source", oauth_provider=provider)
+    message = str(info.value)
+    assert info.value.option == option, message
+    assert phrase in message, message
+    if option == "oauthProvider":
+        assert repr(provider) in message  # the function's name is no secret: shown
+    assert PW not in message and TOKEN not in message and "eyJ" not in message
+
+
+@pytest.mark.parametrize(
+    ("provider", "expected"),
+    [
+        pytest.param(GOOD, (TOKEN, "svc", {}), id="principal from the JWT's sub"),
+        pytest.param(f"{__name__}:full_token", (TOKEN, "alice", {"logicalCluster": "lkc-1"}),
+                     id="principal and extensions given"),
+        pytest.param(f"{__name__}:opaque_token", ("opaque-" + PW, "kafka-direct", {}),
+                     id="an opaque token"),
+    ],
+)  # fmt: skip
+def test_the_callback_gives_librdkafka_token_expiry_principal_extensions(
+    provider: str, expected: tuple[str, str, dict[str, str]]
+) -> None:
+    callback = oauth.oauth_callback({"sasl.oauthbearer.config": oauth.MARKER + provider})
+    assert callback is not None
+    token, expiry, principal, extensions = callback("ignored")
+    assert (token, principal, extensions) == expected
+    assert time.time() < expiry <= time.time() + 601
+
+
+def test_no_callback_without_a_token_function() -> None:
+    assert oauth.oauth_callback({"sasl.oauthbearer.config": "principal=alice"}) is None
+    assert oauth.oauth_callback(B) is None
+
+
+def test_the_dstream_api_takes_it_in_kafka_params() -> None:
+    from kafka_direct.config.dstream import validate_params
+
+    kafka, group, _ = validate_params({**B, "group.id": "g", "oauthProvider": GOOD})
+    assert (group, oauth.provider_spec(kafka), kafka["sasl.mechanism"]) == (
+        "g", GOOD, "OAUTHBEARER"
+    )  # fmt: skip
+    assert "oauthProvider" not in kafka

@@ -59,6 +59,7 @@ def test_defaults() -> None:
         "deliveryGuarantee",
         "transactionalIdPrefix",
         "transactionMarkerTopic",
+        "oauthProvider",
     }
     assert (opts.exactly_once, opts.transactional_id_prefix, opts.marker_topic) == (False, "", None)
 

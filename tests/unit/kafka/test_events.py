@@ -39,6 +39,12 @@ AUTH = KafkaError(
     "invalid credentials with SASL mechanism PLAIN",
 )
 TLS = KafkaError(KafkaError._SSL, "ssl://b:9093/bootstrap: SSL handshake failed")
+# librdkafka's words when its OIDC token endpoint refuses the client (seen on Kafka 4.1).
+OIDC = KafkaError(
+    KafkaError._AUTHENTICATION,
+    'Failed to acquire SASL OAUTHBEARER token: {"error": "invalid_client", '
+    '"error_description": "unknown client or wrong secret"}',
+)
 
 
 @pytest.mark.parametrize(
@@ -73,6 +79,7 @@ def test_summary(events: list[KafkaError], expected: str) -> None:
         (NOT_KAFKA, "not as a Kafka broker"),
         (AUTH, "'kafka.sasl.username' and 'kafka.sasl.password'"),
         (TLS, "the 'kafka.ssl.*' options"),
+        (OIDC, "clientId, clientSecret and scope in 'kafka.sasl.jaas.config'"),
     ],
 )
 def test_each_cause_names_what_to_check(event: KafkaError, hint: str) -> None:

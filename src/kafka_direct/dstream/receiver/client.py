@@ -50,7 +50,7 @@ def new_consumer(config: ReceiverStreamConfig, receiver: int) -> Any:
     settings = config.consumer_config(receiver)
     events = ClientEvents(f"Receiver {receiver} of group '{config.group}'")
     try:
-        return Consumer({**settings, **client_hooks(events)})
+        return Consumer({**settings, **client_hooks(events, settings)})
     except KafkaException as exc:
         refused = config_error(exc, config.kafka, prefix="")
         if refused is not None:
