@@ -15,8 +15,9 @@ process of its own. The spec (JSON) says:
   batch is written but never marked done);
 - ``share`` (a dict, optional): the stream is ``KafkaUtils.createShareStream`` instead, with
   ``max_delivery_attempts``, ``ack_commit_interval``, ``poison`` (a value ``recordCheck`` always
-  refuses) and ``hold`` (a value on which, at its first delivery, ``recordCheck`` writes
-  ``control/holding-PID`` and never returns: the test kills that receiver there);
+  refuses), ``cost_ms`` (a sleep per record in ``recordCheck``) and ``hold`` (a value on which,
+  at its first delivery, ``recordCheck`` writes ``control/holding-PID`` and never returns: the
+  test kills that receiver there);
 - ``start_errors``: createStream arguments expected to fail at ``start()``; each error's type
   and message are written to ``control/start_errors.json``.
 
@@ -85,8 +86,10 @@ def _sink(
     return fn
 
 
-def _record_check(poison: str | None, hold: str | None, control: str) -> Any:
+def _record_check(poison: str | None, hold: str | None, cost_ms: float, control: str) -> Any:
     def check(record: Any) -> None:
+        if cost_ms:
+            time.sleep(cost_ms / 1000)  # work per record, done in the receivers
         value = (record.value or b"").decode()
         if value == poison:
             raise ValueError(f"cannot parse {value!r}")
@@ -111,7 +114,9 @@ def _share_stream(spark: Any, spec: dict[str, Any], s: dict[str, Any], control: 
         maxDeliveryAttempts=share.get("max_delivery_attempts", 5),
         ackCommitInterval=share.get("ack_commit_interval", 1.0),
         maxPendingBlocks=s.get("max_pending_blocks"),
-        recordCheck=_record_check(share.get("poison"), share.get("hold"), control),
+        recordCheck=_record_check(
+            share.get("poison"), share.get("hold"), float(share.get("cost_ms", 0)), control
+        ),
     )
 
 

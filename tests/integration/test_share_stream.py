@@ -34,7 +34,7 @@ pytestmark = pytest.mark.serial
 
 KAFKA_VERSION = "4.4.0"
 #: The kill test's group lock: the records the killed receiver held come back after it.
-SHORT_LOCK_MS = 2000
+SHORT_LOCK_MS = 5000
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +89,10 @@ def _stream(name: str, topic: str, group: str, work: Path, receivers: int, **sha
 def run(bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """One application, three share streams; returns what the tests check."""
     work = tmp_path_factory.mktemp("share")
-    par_topic, par_group = _share_topic(bootstrap, "par")
+    # The fewest in-flight records a group allows: a receiver cannot hold the whole backlog.
+    par_topic, par_group = _share_topic(
+        bootstrap, "par", **{"share.partition.max.record.locks": "100"}
+    )
     poison_topic, poison_group = _share_topic(bootstrap, "poison")
     kill_topic, kill_group = _share_topic(
         bootstrap, "kill", **{"share.record.lock.duration.ms": str(SHORT_LOCK_MS)}
@@ -100,8 +103,7 @@ def run(bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, A
         "bootstrap": bootstrap,
         "cores": 8,  # 6 receivers, and slots for the batches
         "streams": [
-            # Small polls: one receiver cannot take the whole backlog in one go.
-            {**_stream("par", par_topic, par_group, work, 3), "params": {"max.poll.records": "20"}},
+            _stream("par", par_topic, par_group, work, 3, cost_ms=3),
             _stream(
                 "poison",
                 poison_topic,
@@ -115,7 +117,6 @@ def run(bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, A
                 **_stream(
                     "kill", kill_topic, kill_group, work, 2, hold=hold, ack_commit_interval=0.25
                 ),
-                "params": {"max.poll.records": "20"},
             },
         ],
     }
@@ -124,10 +125,15 @@ def run(bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, A
         app.wait(
             lambda: all(_running(app, n) == c for n, c in (("par", 3), ("poison", 1), ("kill", 2))),
             "every receiver running",
-            180,
+            600,
         )
         produced = {
-            "par": produce_known(bootstrap, par_topic, per_partition=600),
+            # Brokers acquire whole producer batches: small ones let the work spread.
+            "par": [
+                r
+                for i in range(0, 600, 20)
+                for r in produce_known(bootstrap, par_topic, 20, start_index=i)
+            ],
             "poison": produce_known(bootstrap, poison_topic, per_partition=100),
             "kill": produce_known(bootstrap, kill_topic, per_partition=200),
         }
@@ -216,7 +222,7 @@ def test_driver_killed_and_restarted_replays_its_write_ahead_log(
 
     first = App(work, "first", spec(stall=True)).start()
     try:
-        first.wait(lambda: _running(first, "s") == 2, "both receivers running", 180)
+        first.wait(lambda: _running(first, "s") == 2, "both receivers running", 600)
         produced = produce_known(bootstrap, topic, per_partition=100)
         first.wait(lambda: "stalling" in first.log.read_text(), "the stalled batch", 120)
         produced += produce_known(bootstrap, topic, 300, start_index=100)
