@@ -39,6 +39,8 @@ EXPECTED_ALL = [
     "ReceiverBatchInfo",
     "ReceiverFailedError",
     "ReceiverKafkaStream",
+    "ShareKafkaStream",
+    "ShareRecord",
     "SinkColumnError",
     "SqlOffsetStore",
     "StreamStateError",

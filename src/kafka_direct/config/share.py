@@ -55,7 +55,14 @@ class ShareStreamConfig(ReceiverStreamConfig):
     def consumer_config(self, receiver_id: int) -> dict[str, str]:
         """librdkafka share-consumer config of receiver ``receiver_id``: a share-group member."""
         settings = with_defaults(
-            self.kafka, {"client.id": f"kafka-direct-share-receiver-{receiver_id}"}
+            self.kafka,
+            {
+                "client.id": f"kafka-direct-share-receiver-{receiver_id}",
+                # The client acquires about this many records per fetch. librdkafka's 500 lets
+                # one receiver take a whole backlog while the others wait; each poll is also one
+                # fsynced block, so not much lower.
+                "max.poll.records": "100",
+            },
         )
         settings.update(
             {
