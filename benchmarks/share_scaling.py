@@ -5,6 +5,7 @@ a share group (KIP-932) next to a consumer group, with 1 ms of work per record.
     python benchmarks/share_scaling.py                 # 3,000 records per run, ~5 min
     python benchmarks/share_scaling.py --records 1000  # quicker
     python benchmarks/share_scaling.py --no-stream     # the plain clients only
+    python benchmarks/share_scaling.py --no-members    # the share stream only
 
 It starts Apache Kafka 4.4.0 (``KafkaCluster``; share groups are on by default since 4.2) and
 measures, on a 1-partition and a 4-partition topic, with 1, 2 and 4 readers:
@@ -15,8 +16,8 @@ measures, on a 1-partition and a 4-partition topic, with 1, 2 and 4 readers:
 - **share group**: plain ``ShareConsumer`` members (threads), the same work, each record
   acknowledged after it.
 - **share stream**: ``KafkaUtils.createShareStream`` with that many receivers on a local Spark,
-  the 1 ms of work in ``recordCheck`` (it runs in the receivers); records per second from the
-  first block logged to the last (block footers carry their creation time).
+  the 1 ms of work in ``recordCheck`` (it runs in the receivers, and notes when each record is
+  done), every record then logged, acknowledged and processed by a batch.
 
 Readers join first; then the records are produced in producer batches of 20 (a broker acquires
 whole producer batches for a share consumer, so batches as large as the backlog would go to one
@@ -35,6 +36,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import AcknowledgeType, Consumer, Producer, ShareConsumer
@@ -155,7 +157,6 @@ def run_stream(
     spark: Any, bootstrap: str, topic: str, records: int, partitions: int, readers: int
 ) -> float:
     from kafka_direct import KafkaUtils
-    from kafka_direct.dstream.receiver.wal import block_meta
 
     group = f"g-{topic}"
     alter_share_group_config(
@@ -164,10 +165,17 @@ def run_stream(
         {"share.auto.offset.reset": "earliest"},
     )
     wal = tempfile.mkdtemp(prefix="share-bench-wal-")
+    times = tempfile.mkdtemp(prefix="share-bench-times-")
     seen = [0]
 
-    def work(_record: Any) -> None:
+    handles: dict[int, Any] = {}
+
+    def work(_record: Any) -> None:  # runs in the receivers: the time each record is done
         time.sleep(COST_S)
+        pid = os.getpid()
+        if pid not in handles:  # line-buffered: one write per record, no open/close
+            handles[pid] = open(os.path.join(times, str(pid)), "a", buffering=1)  # noqa: SIM115
+        handles[pid].write(f"{time.time()}\n")
 
     def batch(df: Any, _ranges: Any) -> None:
         seen[0] += df.count()
@@ -196,29 +204,30 @@ def run_stream(
             time.sleep(0.2)
         if seen[0] < records:
             raise SystemExit(f"{topic}: the stream processed {seen[0]} of {records} records")
-        metas = []
-        for directory in ("blocks", "done"):
-            folder = os.path.join(wal, directory)
-            metas += [block_meta(os.path.join(folder, n)) for n in os.listdir(folder)]
+        done = [
+            float(line)
+            for name in os.listdir(times)
+            for line in Path(times, name).read_text().split()
+        ]
     finally:
         stream.stop(graceful=False)
         shutil.rmtree(wal, ignore_errors=True)
-    metas.sort(key=lambda m: m.created_ns)
-    span_s = (metas[-1].created_ns - metas[0].created_ns) / 1e9
-    return (sum(m.records for m in metas) - metas[0].records) / max(1e-9, span_s)
+        shutil.rmtree(times, ignore_errors=True)
+    return len(done) / max(1e-9, max(done) - min(done))
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=3000)
     parser.add_argument("--no-stream", action="store_true", help="plain clients only")
+    parser.add_argument("--no-members", action="store_true", help="the share stream only")
     args = parser.parse_args()
     command = "python benchmarks/share_scaling.py " + " ".join(sys.argv[1:])
     rows: list[tuple[str, int, int, float, str]] = []
     loads = [os.getloadavg()[0]]
     with KafkaCluster(kafka_version="4.4.0") as cluster:
         bootstrap = cluster.bootstrap_servers
-        for partitions in PARTITIONS:
+        for partitions in () if args.no_members else PARTITIONS:
             for share in (False, True):
                 for readers in READERS:
                     kind = "share group" if share else "consumer group"
