@@ -17,8 +17,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from kafka_direct.config.share import ShareRecord
 from kafka_direct.dstream.kafka_utils import KafkaUtils
 from kafka_direct.dstream.receiver.progress import ReceiverBatchInfo
+from kafka_direct.dstream.receiver.share_stream import ShareKafkaStream
 from kafka_direct.dstream.receiver.stream import ReceiverKafkaStream
 from kafka_direct.dstream.strategies import ConsumerStrategies, LocationStrategies
 from kafka_direct.dstream.stream import BatchInfo, DirectKafkaStream
@@ -75,6 +77,8 @@ __all__ = [
     "ReceiverBatchInfo",
     "ReceiverFailedError",
     "ReceiverKafkaStream",
+    "ShareKafkaStream",
+    "ShareRecord",
     "SinkColumnError",
     "SqlOffsetStore",
     "StreamStateError",

@@ -13,6 +13,11 @@ process of its own. The spec (JSON) says:
   kafkaParams), ``max_pending_blocks``, ``max_rate``, ``slow_s`` (sleep per batch) and
   ``stall_after`` (once the sink holds that many rows, the batch function never returns: the
   batch is written but never marked done);
+- ``share`` (a dict, optional): the stream is ``KafkaUtils.createShareStream`` instead, with
+  ``max_delivery_attempts``, ``ack_commit_interval``, ``poison`` (a value ``recordCheck`` always
+  refuses), ``cost_ms`` (a sleep per record in ``recordCheck``) and ``hold`` (a value on which,
+  at its first delivery, ``recordCheck`` writes ``control/holding-PID`` and never returns: the
+  test kills that receiver there);
 - ``start_errors``: createStream arguments expected to fail at ``start()``; each error's type
   and message are written to ``control/start_errors.json``.
 
@@ -81,9 +86,51 @@ def _sink(
     return fn
 
 
+def _record_check(poison: str | None, hold: str | None, cost_ms: float, control: str) -> Any:
+    def check(record: Any) -> None:
+        if cost_ms:
+            time.sleep(cost_ms / 1000)  # work per record, done in the receivers
+        value = (record.value or b"").decode()
+        if value == poison:
+            raise ValueError(f"cannot parse {value!r}")
+        if value == hold and record.delivery_count == 1:
+            with open(os.path.join(control, f"holding-{os.getpid()}"), "w") as f:
+                f.write(str(record.offset))
+            while True:  # the test SIGKILLs this Python worker here
+                time.sleep(1)
+
+    return check
+
+
+def _share_stream(spark: Any, spec: dict[str, Any], s: dict[str, Any], control: str) -> Any:
+    share = s["share"]
+    return KafkaUtils.createShareStream(
+        spark,
+        {"bootstrap.servers": spec["bootstrap"], "group.id": s["group"], **s.get("params", {})},
+        [s["topic"]],
+        batchInterval=s.get("batch_interval", 0.5),
+        walDir=s["wal_dir"],
+        numReceivers=s["receivers"],
+        maxDeliveryAttempts=share.get("max_delivery_attempts", 5),
+        ackCommitInterval=share.get("ack_commit_interval", 1.0),
+        maxPendingBlocks=s.get("max_pending_blocks"),
+        recordCheck=_record_check(
+            share.get("poison"), share.get("hold"), float(share.get("cost_ms", 0)), control
+        ),
+    )
+
+
 def _status(name: str, stream: Any) -> dict[str, Any]:
     error = stream.exception()
+    share = {}
+    if hasattr(stream, "rejected"):
+        share = {
+            "rejected": stream.rejected,
+            "rejected_records": sum(b.rejected_records for b in stream.batches),
+            "redelivered": sum(b.redelivered_records for b in stream.batches),
+        }
     return {
+        **share,
         "schemas": SCHEMAS.get(name, {}),
         "batches": len(stream.batches),
         "records": sum(b.num_records for b in stream.batches),
@@ -133,6 +180,15 @@ def main(spec_path: str, run: str) -> None:
 
     streams = {}
     for s in spec["streams"]:
+        if "share" in s:
+            stream = _share_stream(spark, spec, s, control)
+            stream.foreachBatch(
+                _sink(
+                    s["name"], s["db"], run, s.get("stall_after"), float(s.get("slow_s", 0)), stop
+                )
+            )
+            streams[s["name"]] = stream
+            continue
         params = {
             "bootstrap.servers": spec["bootstrap"],
             "group.id": s["group"],

@@ -40,6 +40,8 @@ EXPECTED_ALL = [
     "ReceiverBatchInfo",
     "ReceiverFailedError",
     "ReceiverKafkaStream",
+    "ShareKafkaStream",
+    "ShareRecord",
     "SinkColumnError",
     "SqlOffsetStore",
     "StreamStateError",

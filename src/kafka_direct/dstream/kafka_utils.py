@@ -1,5 +1,6 @@
 """``KafkaUtils``: Spark's entry points, ``createDirectStream`` and ``createRDD``, over the
-``kafka_direct`` batch source, and Spark's receiver-based ``createStream``. Runs in the Spark
+``kafka_direct`` batch source, Spark's receiver-based ``createStream``, and
+``createShareStream``, its share-group (queue) form. Runs in the Spark
 driver (the user's process).
 
 Every batch DataFrame is an ordinary ``spark.read.format("kafka_direct")`` read of exactly the
@@ -28,7 +29,9 @@ from kafka_direct.config.dstream import (
     validate_params,
 )
 from kafka_direct.config.receiver import receiver_stream_config
+from kafka_direct.config.share import RecordCheck, share_stream_config
 from kafka_direct.dstream.planner import DirectStreamPlanner
+from kafka_direct.dstream.receiver.share_stream import ShareKafkaStream
 from kafka_direct.dstream.receiver.stream import ReceiverKafkaStream
 from kafka_direct.dstream.strategies import ConsumerStrategy, LocationStrategy, warn_if_ignored
 from kafka_direct.dstream.stream import DirectKafkaStream, JobControl
@@ -153,6 +156,47 @@ class KafkaUtils:
         )
         _register(spark)
         return ReceiverKafkaStream(spark, config, jobs=_job_control(spark, config.group))
+
+    @staticmethod
+    def createShareStream(
+        spark: Any,
+        kafkaParams: Mapping[str, Any],
+        topics: Sequence[str],
+        *,
+        batchInterval: float,
+        walDir: str,
+        numReceivers: int = 1,
+        maxDeliveryAttempts: int = 5,
+        recordCheck: RecordCheck | None = None,
+        ackCommitInterval: float = 1.0,
+        maxPendingBlocks: int | None = None,
+        includeHeaders: bool = False,
+        retainedBatches: int = 1000,
+    ) -> ShareKafkaStream:
+        """A queue: ``numReceivers`` members of the share group ``group.id`` (KIP-932, Kafka
+        4.2+) read ``topics`` together on executors, however many partitions they have. Each
+        receiver logs what it acquires in ``walDir`` and acknowledges a record only once its
+        block is logged; every ``batchInterval`` s the logged blocks form the batch.
+        ``recordCheck(record)`` runs in the receivers before a record is logged: when it raises,
+        the record is released for another delivery, and rejected (and named in
+        ``stream.rejected``) on delivery ``maxDeliveryAttempts``. At-least-once. See
+        docs/queues.md.
+        """
+        config = share_stream_config(
+            kafkaParams,
+            topics,
+            batch_interval=batchInterval,
+            num_receivers=numReceivers,
+            wal_dir=walDir,
+            max_pending_blocks=maxPendingBlocks,
+            include_headers=includeHeaders,
+            max_delivery_attempts=maxDeliveryAttempts,
+            record_check=recordCheck,
+            ack_commit_interval=ackCommitInterval,
+            retained_batches=retainedBatches,
+        )
+        _register(spark)
+        return ShareKafkaStream(spark, config, jobs=_job_control(spark, config.group))
 
     @staticmethod
     def createRDD(

@@ -34,6 +34,8 @@ __all__ = [
     "DriverBeacon",
     "ReceiverSignals",
     "ReceiverStatus",
+    "append_rejected",
+    "read_rejected",
     "read_status",
     "stop_marker",
     "write_status",
@@ -142,6 +144,13 @@ class ReceiverStatus:
     blocks: int = 0  # blocks logged by this attempt
     commit_failures: int = 0
     pauses: int = 0  # how many times back-pressure paused it
+    # Share receivers only (createShareStream):
+    redelivered: int = 0  # records logged with a delivery count above 1
+    rejected: int = 0  # records rejected after maxDeliveryAttempts
+    released: int = 0  # records handed back for another attempt (recordCheck raised)
+    lock_expired: int = 0  # records not logged: held past the lock, the broker hands them on
+    ack_failures: int = 0  # acknowledgements the broker refused (the records come back)
+    acked: int = 0  # acknowledgements the broker confirmed
     rss_bytes: int = 0  # the receiver process's resident memory
     error: str | None = None
     fatal: bool = False  # retrying cannot help (a bad setting)
@@ -170,6 +179,32 @@ def read_status(root: str, receiver: int) -> ReceiverStatus | None:
         return ReceiverStatus(**known)
     except TypeError:
         return None
+
+
+def append_rejected(root: str, run: str, receiver: int, entry: dict[str, Any]) -> None:
+    """A share receiver names a record it rejected: one JSON line in ``control/``."""
+    path = os.path.join(root, CONTROL, f"rejected-{run}-r{receiver:03d}.jsonl")
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(entry) + "\n")
+
+
+def read_rejected(root: str) -> list[dict[str, Any]]:
+    """Every record the share receivers of this ``walDir`` rejected, oldest run first."""
+    directory = os.path.join(root, CONTROL)
+    try:
+        names = sorted(n for n in os.listdir(directory) if n.startswith("rejected-"))
+    except FileNotFoundError:
+        return []
+    out: list[dict[str, Any]] = []
+    for name in names:
+        with (
+            contextlib.suppress(OSError),
+            open(os.path.join(directory, name), encoding="utf-8") as f,
+        ):
+            for line in f:
+                with contextlib.suppress(ValueError):
+                    out.append(json.loads(line))
+    return out
 
 
 def resident_bytes() -> int:

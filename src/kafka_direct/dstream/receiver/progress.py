@@ -24,17 +24,27 @@ class ReceiverBatchInfo(BatchInfo):
 
     ``recovered_blocks`` were logged by an earlier run of the stream and not processed then
     (the first batch after a restart: where repeats come from); ``paused_receivers`` were
-    paused by back-pressure when the batch started.
+    paused by back-pressure when the batch started. ``redelivered_records`` and
+    ``rejected_records`` are a share stream's (``KafkaUtils.createShareStream``), 0 otherwise.
     """
 
     blocks: int = 0
     recovered_blocks: int = 0
     paused_receivers: int = 0
+    #: Share streams: records the group had delivered before (a repeat if an earlier holder
+    #: logged them and died before its acknowledgement reached the broker), and records the
+    #: receivers rejected since the last batch (``ShareKafkaStream.rejected`` names them).
+    redelivered_records: int = 0
+    rejected_records: int = 0
 
     def describe(self) -> str:
         ranges = ", ".join(str(r) for r in self.offset_ranges) or "no new records"
         extra = f", {self.recovered_blocks} from an earlier run" if self.recovered_blocks else ""
         paused = f", {self.paused_receivers} receiver(s) paused" if self.paused_receivers else ""
+        if self.redelivered_records:
+            paused += f", {self.redelivered_records} redelivered (possible repeats)"
+        if self.rejected_records:
+            paused += f", {self.rejected_records} rejected"
         return (
             f"Batch {self.batch_id}: {self.num_records} records in {self.blocks} block(s)"
             f"{extra} ({ranges}) in {self.processing_time_s:.3f} s, scheduling delay "

@@ -233,11 +233,17 @@ class ReceiverKafkaStream(StreamLifecycle[ReceiverBatchInfo]):
             blocks=len(blocks),
             recovered_blocks=sum(1 for b in blocks if b.meta.run != self._run_id),
             paused_receivers=paused,
+            redelivered_records=sum(b.meta.redelivered for b in blocks),
+            rejected_records=self._new_rejections(),
         )
         with self._lock:
             self._batches.append(info)
         log.info("%s", info.describe())
         self._warn_if_behind(info)
+
+    def _new_rejections(self) -> int:
+        """Records rejected since the last batch (a share stream's; none here)."""
+        return 0
 
     def _frame(self, blocks: Sequence[PendingBlock]) -> Any:
         if not blocks:

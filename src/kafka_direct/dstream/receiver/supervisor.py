@@ -54,7 +54,7 @@ from kafka_direct.dstream.receiver.policy import (
 )
 from kafka_direct.errors import ConfigurationError, ReceiverFailedError, TopicNotFoundError
 
-__all__ = ["ReceiverFailedError", "ReceiverSupervisor", "check_kafka"]
+__all__ = ["ReceiverFailedError", "ReceiverSupervisor", "check_kafka", "check_topics"]
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +85,8 @@ class ReceiverSupervisor:
         *,
         on_failure: Callable[[BaseException], None],
         policy: Callable[[], RestartPolicy] = RestartPolicy,
+        task: Callable[..., None] | None = None,
+        check_cluster: Callable[[ReceiverStreamConfig], None] | None = None,
     ) -> None:
         self._sc = _spark_context(spark)
         self.config = config
@@ -92,6 +94,10 @@ class ReceiverSupervisor:
         self.run = run
         self._on_failure = on_failure
         self._policy = policy
+        # The receivers' Spark task and the cluster check: a consumer group's by default, a
+        # share group's for createShareStream (dstream.receiver.share_client).
+        self._task = task
+        self._check_cluster = check_cluster or check_kafka
         self._beacon = DriverBeacon(root, run)
         self._tag = f"kafka-direct-receivers-{run}"
         self._stopping = threading.Event()
@@ -105,7 +111,7 @@ class ReceiverSupervisor:
     def check(self) -> None:
         """The Kafka settings and topics, enough task slots, and a walDir the executors share;
         each failure names what to fix."""
-        check_kafka(self.config)
+        self._check_cluster(self.config)
         conf = self._sc.getConf()
         master = str(self._sc.master)
         cpus = int(conf.get("spark.task.cpus", "1"))
@@ -246,6 +252,7 @@ class ReceiverSupervisor:
     def _supervise(self, index: int) -> None:
         from kafka_direct.dstream.receiver.client import receiver_task
 
+        task = self._task or receiver_task
         self._sc.addJobTag(self._tag)
         self._sc.setLocalProperty(
             "spark.job.description", f"kafka_direct receiver {index} ({self.config.group})"
@@ -257,9 +264,7 @@ class ReceiverSupervisor:
             began = time.monotonic()
             error: BaseException | None = None
             try:
-                self._sc.parallelize([index], 1).foreachPartition(
-                    functools.partial(receiver_task, spec)
-                )
+                self._sc.parallelize([index], 1).foreachPartition(functools.partial(task, spec))
             except Exception as exc:  # noqa: BLE001 - py4j and Spark errors: the reason is read below
                 error = exc
             if self._stopping.is_set():
@@ -324,36 +329,23 @@ def new_run_id() -> str:
 
 
 def check_kafka(config: ReceiverStreamConfig) -> None:
-    """A setting librdkafka refuses, a cluster that does not answer, or a missing topic fail
-    at start, naming what to fix. (Imported here: they load the Kafka client.)"""
-    from kafka_direct.kafka.admin import check_consumer_config
-    from kafka_direct.kafka.offset_reader import AdminOffsetReader
-
-    check_consumer_config(config.consumer_config(0), config.kafka)
-    from kafka_direct.kafka.access import check_group
+    """A setting librdkafka refuses, a cluster that does not answer, a missing topic or a
+    missing right fail at start, naming what to fix. (Imported here: they load the Kafka
+    client.)"""
+    from kafka_direct.kafka.access import authenticates, check_group
+    from kafka_direct.kafka.admin import check_consumer_config, new_admin_client
     from kafka_direct.kafka.translate import kafka_errors
 
-    reader = AdminOffsetReader(config.kafka)
-    try:
-        reader.connect()
-        topics = reader.topic_partitions()
-        # Receivers READ the topics and are members of the group (READ), and a refusal would
-        # only show in their tasks: say it here, with the principal.
-        reader.check_rights(config.topics)
+    check_consumer_config(config.consumer_config(0), config.kafka)
+    partitions = check_topics(config)
+    # Receivers are members of the group and commit to it (READ), and a refusal would only
+    # show in their tasks: say it here, with the principal.
+    if authenticates(config.kafka):
         with kafka_errors(f"Checking the rights on group '{config.group}'"):
             check_group(
-                reader.admin, config.kafka, config.group,
+                new_admin_client(config.kafka), config.kafka, config.group,
                 what="the receivers join and commit to this group",
             )  # fmt: skip
-    finally:
-        reader.close()
-    missing = [t for t in config.topics if t not in topics]
-    if missing:
-        raise TopicNotFoundError(
-            f"Topic(s) {', '.join(missing)} do not exist on the cluster; receivers of group "
-            f"'{config.group}' would wait for them forever. Create them first, or fix 'topics'."
-        )
-    partitions = sum(len(topics[t]) for t in config.topics)
     if config.num_receivers > partitions:
         log.warning(
             "numReceivers=%d, but the topics have %d partition(s): %d receiver(s) will get no "
@@ -362,3 +354,24 @@ def check_kafka(config: ReceiverStreamConfig) -> None:
             partitions,
             config.num_receivers - partitions,
         )
+
+
+def check_topics(config: ReceiverStreamConfig) -> int:
+    """Every topic exists (else the error names them) and may be READ (else the error names
+    the principal); returns their partition count."""
+    from kafka_direct.kafka.offset_reader import AdminOffsetReader
+
+    reader = AdminOffsetReader(config.kafka)
+    try:
+        reader.connect()
+        topics = reader.topic_partitions()
+        reader.check_rights(config.topics)
+    finally:
+        reader.close()
+    missing = [t for t in config.topics if t not in topics]
+    if missing:
+        raise TopicNotFoundError(
+            f"Topic(s) {', '.join(missing)} do not exist on the cluster; receivers of group "
+            f"'{config.group}' would wait for them forever. Create them first, or fix 'topics'."
+        )
+    return sum(len(topics[t]) for t in config.topics)

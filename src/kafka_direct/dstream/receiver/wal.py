@@ -102,6 +102,8 @@ class BlockMeta:
     records: int
     #: (topic, partition, first offset, last offset + 1, records), one per partition.
     ranges: tuple[tuple[str, int, int, int, int], ...]
+    #: Records a share group delivered more than once (a possible repeat); 0 for consumer groups.
+    redelivered: int = 0
 
     def offset_ranges(self) -> list[OffsetRange]:
         return [OffsetRange(t, p, first, until) for t, p, first, until, _ in self.ranges]
@@ -118,6 +120,7 @@ class BlockMeta:
                 "created_ns": self.created_ns,
                 "records": self.records,
                 "ranges": [list(r) for r in self.ranges],
+                "redelivered": self.redelivered,
             }
         )
 
@@ -133,6 +136,7 @@ class BlockMeta:
                 (str(t), int(p), int(first), int(until), int(n))
                 for t, p, first, until, n in raw["ranges"]
             ),
+            redelivered=int(raw.get("redelivered", 0)),
         )
 
     def name(self) -> str:

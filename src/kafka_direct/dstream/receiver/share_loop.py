@@ -1,0 +1,397 @@
+"""A share receiver: a member of a share group (KIP-932) that writes what it acquires to the
+log and acknowledges it only then. Runs in a Spark executor (a Python worker), as one
+long-running task, for as long as the stream runs; the driver starts and restarts it as it does
+a consumer-group receiver (:mod:`~kafka_direct.dstream.receiver.supervisor`).
+
+One turn of the loop (:meth:`ShareReceiver.step`):
+
+1. ``poll``: the broker hands over a batch of records, each *acquired* (locked to this member)
+   for the group's ``share.record.lock.duration.ms``;
+2. each record is checked: one delivered more than ``maxDeliveryAttempts`` times is rejected
+   unseen (every earlier holder died holding it); else ``recordCheck`` runs, if given, and a
+   record it refuses is released for another attempt, or rejected on its last one. A rejected
+   record is named (topic, partition, offset, delivery count) in ``control/``;
+3. if the batch was held as long as the lock, it is not logged: the broker has handed it on
+   already, and the stream warns with the setting to change;
+4. the rest is logged as one block (:meth:`~kafka_direct.dstream.wal.BlockWriter.append`:
+   fsynced when it returns), and **only then** acknowledged ``ACCEPT``;
+5. the acknowledgements travel with the next ``poll``, and with a ``commit_sync`` at least every
+   ``ackCommitInterval`` (a quarter of the lock at most).
+
+The preview client (confluent-kafka 2.16) requires every record of a poll to be acknowledged
+before the next poll, so a block is one poll's records. It has no ``RENEW`` acknowledgement, so a
+receiver cannot extend a lock; it never needs to, because a lock covers only poll-to-log, never
+the batch that processes the records later. A record that is in the log but whose
+acknowledgement did not reach the broker (the receiver died in between, or the lock expired) is
+delivered again: a repeat, counted in the block's ``redelivered``, never a loss.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kafka_direct.config.share import ShareRecord, ShareStreamConfig
+from kafka_direct.consumer.rows import to_record_batch
+from kafka_direct.dstream.receiver.control import (
+    ReceiverSignals,
+    ReceiverStatus,
+    append_rejected,
+    write_status,
+)
+from kafka_direct.dstream.receiver.control import resident_bytes as _rss
+from kafka_direct.dstream.receiver.loop import ReceiverSpec
+from kafka_direct.dstream.receiver.wal import BlockMeta, BlockWriter
+from kafka_direct.logs import RepeatLimiter
+
+__all__ = ["AckTypes", "ShareReceiver"]
+
+log = logging.getLogger(__name__)
+
+_POLL_TIMEOUT_S = 0.5
+_PENDING_EVERY_S = 0.1
+_SIGNALS_EVERY_S = 0.25
+_STATUS_EVERY_S = 1.0
+#: Setting named when records outlive their lock.
+LOCK_SETTING = "share.record.lock.duration.ms"
+
+
+class AckTypes:
+    """The client's acknowledgement types (confluent_kafka.AcknowledgeType), injected."""
+
+    def __init__(self, accept: Any, release: Any, reject: Any) -> None:
+        self.accept, self.release, self.reject = accept, release, reject
+
+
+class ShareReceiver:
+    """One share receiver's loop around an injected share consumer (the client's, or a fake)."""
+
+    def __init__(
+        self,
+        spec: ReceiverSpec,
+        consumer: Any,
+        writer: BlockWriter,
+        signals: ReceiverSignals,
+        *,
+        acks: AckTypes,
+        classify_error: Callable[[Any], BaseException | None] = lambda _error: None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        report: Callable[[ReceiverStatus], None] | None = None,
+        name_rejected: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
+        assert isinstance(spec.config, ShareStreamConfig)
+        self.spec = spec
+        self.config: ShareStreamConfig = spec.config
+        self.consumer = consumer
+        self.writer = writer
+        self.signals = signals
+        self.acks = acks
+        self._classify_error = classify_error
+        self._clock = clock
+        self._sleep = sleep
+        self._report = report or (lambda status: write_status(spec.root, status))
+        self._name_rejected = name_rejected or (
+            lambda entry: append_rejected(spec.root, spec.run, spec.receiver, entry)
+        )
+        self.paused = False
+        self._unflushed_acks = 0
+        self._flushed_at = clock()
+        self._pending_checked = self._signals_checked = self._reported = -1e18
+        self._warnings = RepeatLimiter()
+        self.status = ReceiverStatus(
+            receiver=spec.receiver,
+            run=spec.run,
+            host=os.uname().nodename,
+            pid=os.getpid(),
+            attempt=spec.attempt,
+        )
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    def run(self) -> str:
+        """Receive until told to stop; returns why it stopped. Raises what killed it."""
+        log.info(
+            "Share receiver %d (attempt %d) of group '%s' starts on %s, pid %d",
+            self.spec.receiver,
+            self.spec.attempt,
+            self.config.group,
+            self.status.host,
+            self.status.pid,
+        )
+        self.consumer.set_acknowledgement_commit_callback(self.on_acknowledged)
+        self.consumer.subscribe(list(self.config.topics))
+        self.status.assignment = [f"{t} (shared)" for t in self.config.topics]
+        self._set_state("running")
+        try:
+            while True:
+                reason = self._stop_reason()
+                if reason is not None:
+                    break
+                self.step()
+            self.flush_acks(force=True)
+        except BaseException as exc:
+            self.status.error = f"{type(exc).__name__}: {exc}"
+            self.status.fatal = _is_fatal(exc)
+            self._set_state("failed")
+            raise
+        log.info("Share receiver %d stops: %s", self.spec.receiver, reason)
+        self._set_state("stopped")
+        return reason
+
+    def step(self) -> None:
+        """One turn: back-pressure, then poll, check, log, acknowledge."""
+        now = self._clock()
+        self._apply_pause(now)
+        if self.paused:
+            # Holding nothing: every record polled so far is logged and acknowledged.
+            self.flush_acks()
+            self._sleep(0.1)
+            return
+        messages = list(self.consumer.poll(_POLL_TIMEOUT_S))
+        polled = self._clock()
+        if messages:
+            self.take(messages, polled)
+        self.flush_acks()
+        self._report_now(self._clock())
+
+    def take(self, messages: list[Any], polled: float) -> None:
+        """Check, log and acknowledge one poll's records (all of them, as the client requires)."""
+        keep: dict[tuple[str, int], list[Any]] = {}
+        redelivered = 0
+        for message in messages:
+            error = message.error()
+            if error is not None:
+                self._consumer_error(error)
+                continue
+            count = int(message.delivery_count() or 1)
+            if count > self.config.max_delivery_attempts:
+                self._reject(message, count, "every earlier holder died before logging it")
+                continue
+            if not self._passes(message, count):
+                continue
+            keep.setdefault((message.topic(), message.partition()), []).append(message)
+            redelivered += count > 1
+        held = self._clock() - polled
+        kept = [m for batch in keep.values() for m in batch]
+        if kept and held >= self.config.lock_duration_s:
+            self._expired(kept, held)
+            return
+        if kept:
+            self._log_block(keep, redelivered)
+            for message in kept:  # only now: the block is durable
+                self.consumer.acknowledge(message, self.acks.accept)
+            self._unflushed_acks += len(kept)
+        if held > self.config.lock_duration_s / 2:
+            self._warn_lock(held, len(kept), expired=False)
+
+    def flush_acks(self, *, force: bool = False) -> None:
+        """Send pending acknowledgements when ``ackCommitInterval`` has passed (or ``force``)."""
+        now = self._clock()
+        if not self._unflushed_acks:
+            self._flushed_at = now
+            return
+        if force or now - self._flushed_at >= self.config.ack_commit_interval_s:
+            self.consumer.commit_sync(max(1.0, self.config.lock_duration_s / 2))
+            self._unflushed_acks = 0
+            self._flushed_at = now
+
+    def on_acknowledged(self, offsets: Any, error: Any) -> None:
+        """The broker's answer to a set of acknowledgements (the client's commit callback)."""
+        records = sum(len(v) for v in (offsets or {}).values())
+        if error is None:
+            self.status.acked += records
+            return
+        self.status.ack_failures += records
+        shown = ", ".join(f"{tp.topic}-{tp.partition}" for tp in (offsets or {}))
+        self._warnings.log(
+            log,
+            logging.WARNING,
+            "ack",
+            "Share receiver %d: the broker refused the acknowledgements of %d record(s) of %s "
+            "(%s). They are in the log already, and the group delivers them again: a repeat, "
+            "not a loss. If their lock had expired, raise the group config %s (now %.0f ms).",
+            self.spec.receiver,
+            records,
+            shown or "?",
+            error,
+            LOCK_SETTING,
+            self.config.lock_duration_s * 1000,
+        )
+
+    # -- per record ----------------------------------------------------------------------------
+
+    def _passes(self, message: Any, count: int) -> bool:
+        check = self.config.record_check
+        if check is None:
+            return True
+        record = ShareRecord(
+            message.topic(),
+            message.partition(),
+            message.offset(),
+            message.key(),
+            message.value(),
+            count,
+        )
+        try:
+            check(record)
+        except Exception as exc:  # noqa: BLE001 - the user's check refused the record
+            why = f"recordCheck raised {type(exc).__name__}: {exc}"
+            if count >= self.config.max_delivery_attempts:
+                self._reject(message, count, why)
+            else:
+                self.consumer.acknowledge(message, self.acks.release)
+                self._unflushed_acks += 1
+                self.status.released += 1
+                log.info(
+                    "Share receiver %d released %s-%d@%d (delivery %d of %d): %s",
+                    self.spec.receiver,
+                    message.topic(),
+                    message.partition(),
+                    message.offset(),
+                    count,
+                    self.config.max_delivery_attempts,
+                    why,
+                )
+            return False
+        return True
+
+    def _reject(self, message: Any, count: int, why: str) -> None:
+        self.consumer.acknowledge(message, self.acks.reject)
+        self._unflushed_acks += 1
+        self.status.rejected += 1
+        entry = {
+            "topic": message.topic(),
+            "partition": message.partition(),
+            "offset": message.offset(),
+            "delivery_count": count,
+            "reason": why,
+            "receiver": self.spec.receiver,
+        }
+        log.warning(
+            "Share receiver %d rejected %s-%d@%d after %d deliveries (maxDeliveryAttempts=%d): %s",
+            self.spec.receiver,
+            entry["topic"],
+            entry["partition"],
+            entry["offset"],
+            count,
+            self.config.max_delivery_attempts,
+            why,
+        )
+        try:
+            self._name_rejected(entry)
+        except OSError as exc:  # the warning above names it too
+            log.warning("Could not record the rejected record in walDir: %s", exc)
+
+    def _log_block(self, keep: dict[tuple[str, int], list[Any]], redelivered: int) -> None:
+        batches, ranges, records = [], [], 0
+        for (topic, partition), batch in sorted(keep.items()):
+            batches.append(to_record_batch(topic, partition, batch, self.config.include_headers))
+            offsets = [m.offset() for m in batch]
+            ranges.append((topic, partition, min(offsets), max(offsets) + 1, len(batch)))
+            records += len(batch)
+        meta = BlockMeta(
+            receiver=self.spec.receiver,
+            run=self.spec.run,
+            created_ns=time.time_ns(),
+            records=records,
+            ranges=tuple(ranges),
+            redelivered=redelivered,
+        )
+        self.writer.append(batches, meta)  # durable when it returns
+        self._pending_checked = -1e18
+        self.status.records += records
+        self.status.blocks += 1
+        self.status.redelivered += redelivered
+
+    def _expired(self, kept: list[Any], held: float) -> None:
+        # The broker has handed these records on: logging them now would only log a repeat.
+        # They still count as polled, and the client wants every one acknowledged.
+        for message in kept:
+            # No longer in flight (the client may say so): there is nothing to hand back.
+            with contextlib.suppress(Exception):
+                self.consumer.acknowledge(message, self.acks.release)
+        self.status.lock_expired += len(kept)
+        self._warn_lock(held, len(kept), expired=True)
+
+    def _warn_lock(self, held: float, records: int, *, expired: bool) -> None:
+        what = (
+            f"held {records} record(s) for {held:.1f} s, past their lock: they were not logged "
+            "and the group delivers them again"
+            if expired
+            else f"took {held:.1f} s from poll to log, more than half the lock"
+        )
+        self._warnings.log(
+            log,
+            logging.WARNING,
+            "lock",
+            "Share receiver %d %s. Raise the group config %s (now %.0f ms; broker default "
+            "group.share.record.lock.duration.ms), or make recordCheck faster.",
+            self.spec.receiver,
+            what,
+            LOCK_SETTING,
+            self.config.lock_duration_s * 1000,
+        )
+
+    def _consumer_error(self, error: Any) -> None:
+        problem = self._classify_error(error)
+        if problem is not None:
+            raise problem
+        self._warnings.log(
+            log,
+            logging.WARNING,
+            error.name(),
+            "Share receiver %d: %s",
+            self.spec.receiver,
+            error.str(),
+        )
+
+    # -- back-pressure, signals, status --------------------------------------------------------
+
+    def _apply_pause(self, now: float) -> None:
+        if now - self._pending_checked < _PENDING_EVERY_S:
+            return
+        self._pending_checked = now
+        should = self.writer.pending() >= self.config.max_pending_blocks
+        if should != self.paused:
+            self.paused = should
+            self.status.pauses += should
+            log.info(
+                "Share receiver %d %s",
+                self.spec.receiver,
+                "paused: the log is full" if should else "resumed",
+            )
+            self._set_state("paused" if should else "running")
+
+    def _stop_reason(self) -> str | None:
+        now = self._clock()
+        if now - self._signals_checked < _SIGNALS_EVERY_S:
+            return None
+        self._signals_checked = now
+        return self.signals.stop_reason()
+
+    def _set_state(self, state: str) -> None:
+        self.status.state = state
+        self._report_now(self._clock(), force=True)
+
+    def _report_now(self, now: float, *, force: bool = False) -> None:
+        if not force and now - self._reported < _STATUS_EVERY_S:
+            return
+        self._reported = now
+        self.status.rss_bytes = _rss()
+        try:
+            self._report(self.status)
+        except OSError as exc:  # a status report must never stop the receiver
+            self._warnings.log(log, logging.WARNING, "status", "Status not written: %s", exc)
+
+
+def _is_fatal(exc: BaseException) -> bool:
+    from kafka_direct.errors import ConfigurationError, KafkaClientError
+
+    if isinstance(exc, ConfigurationError):
+        return True
+    return isinstance(exc, KafkaClientError) and not exc.retriable

@@ -1,0 +1,254 @@
+"""The share-group stream (KafkaUtils.createShareStream, KIP-932) on real Apache Kafka 4.4.0 and a
+real local Spark: exact delivery, more receivers than partitions reading in parallel, a poison
+record rejected and named, a receiver's Python worker SIGKILLed while it holds records, and the
+driver SIGKILLed and restarted from its write-ahead log.
+
+Share groups need Kafka 4.2 or newer: this module starts its own 4.4.0 broker (the rest of the
+suite stays on the default version). Its only override lets a group's record lock be as short
+as one second (``group.share.min.record.lock.duration.ms``, 15 s by default), so that records a
+killed receiver held come back in seconds. Groups start at the earliest offset through their
+group config (``share.auto.offset.reset``), as users must set it too.
+
+The streams run in drivers of their own (``receiver_driver.py``), as the receiver tests do:
+receivers hold task slots, and one test kills a driver.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kafka_direct.kafka.share_groups import alter_share_group_config
+from kafka_direct.testing.kafka_cluster import KafkaCluster
+from tests.integration.kafka_helpers import Record, create_topic, new_topic_name, produce_known
+from tests.integration.receiver_apps import App, deliveries, sink_rows
+
+# Timing-sensitive or CPU-heavy: runs alone, after the parallel part (scripts/test.sh).
+pytestmark = pytest.mark.serial
+
+KAFKA_VERSION = "4.4.0"
+#: The kill test's group lock: the records the killed receiver held come back after it.
+SHORT_LOCK_MS = 5000
+
+
+@pytest.fixture(scope="module")
+def bootstrap() -> Iterator[str]:
+    cluster = KafkaCluster(
+        kafka_version=KAFKA_VERSION, group_share_min_record_lock_duration_ms=1000
+    )
+    try:
+        cluster.start()
+    except Exception as exc:  # noqa: BLE001 - a broker that cannot start fails the tests
+        pytest.fail(f"Apache Kafka {KAFKA_VERSION} could not start: {exc}", pytrace=False)
+    yield cluster.bootstrap_servers
+    cluster.stop()
+
+
+def rows_of(records: list[Record]) -> list[tuple[str, int, int, bytes]]:
+    return sorted((r.topic, r.partition, r.offset, r.value) for r in records)
+
+
+def _share_topic(bootstrap: str, name: str, **group_config: str) -> tuple[str, str]:
+    topic = new_topic_name(f"share-{name}")
+    create_topic(bootstrap, topic, partitions=1)
+    group = f"g-{topic}"
+    alter_share_group_config(
+        {"bootstrap.servers": bootstrap},
+        group,
+        {"share.auto.offset.reset": "earliest", **group_config},
+    )
+    return topic, group
+
+
+def _running(app: App, name: str) -> int:
+    status = app.status(name) or {}
+    return [r.get("state") for r in status.get("receivers", [])].count("running")
+
+
+def _stream(name: str, topic: str, group: str, work: Path, receivers: int, **share: Any) -> Any:
+    return {
+        "name": name,
+        "topic": topic,
+        "group": group,
+        "receivers": receivers,
+        "wal": True,
+        "wal_dir": str(work / f"wal-{name}"),
+        "batch_interval": 0.5,
+        "db": str(work / f"{name}.db"),
+        "share": share,
+    }
+
+
+@pytest.fixture(scope="module")
+def run(bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One application, three share streams; returns what the tests check."""
+    work = tmp_path_factory.mktemp("share")
+    # The fewest in-flight records a group allows: a receiver cannot hold the whole backlog.
+    par_topic, par_group = _share_topic(
+        bootstrap, "par", **{"share.partition.max.record.locks": "100"}
+    )
+    poison_topic, poison_group = _share_topic(bootstrap, "poison")
+    kill_topic, kill_group = _share_topic(
+        bootstrap, "kill", **{"share.record.lock.duration.ms": str(SHORT_LOCK_MS)}
+    )
+    poison = f"{poison_topic}|p0|37"
+    hold = f"{kill_topic}|p0|50"
+    spec = {
+        "bootstrap": bootstrap,
+        "cores": 8,  # 6 receivers, and slots for the batches
+        "streams": [
+            _stream("par", par_topic, par_group, work, 3, cost_ms=3),
+            _stream(
+                "poison",
+                poison_topic,
+                poison_group,
+                work,
+                1,
+                max_delivery_attempts=3,
+                poison=poison,
+            ),
+            {
+                **_stream(
+                    "kill", kill_topic, kill_group, work, 2, hold=hold, ack_commit_interval=0.25
+                ),
+            },
+        ],
+    }
+    app = App(work, "app", spec).start()
+    try:
+        app.wait(
+            lambda: all(_running(app, n) == c for n, c in (("par", 3), ("poison", 1), ("kill", 2))),
+            "every receiver running",
+            600,
+        )
+        produced = {
+            # Brokers acquire whole producer batches: small ones let the work spread.
+            "par": [
+                r
+                for i in range(0, 600, 20)
+                for r in produce_known(bootstrap, par_topic, 20, start_index=i)
+            ],
+            "poison": produce_known(bootstrap, poison_topic, per_partition=100),
+            "kill": produce_known(bootstrap, kill_topic, per_partition=200),
+        }
+        control = app.control
+        app.wait(lambda: any(control.glob("holding-*")), "a receiver holding the marked record")
+        holder = next(control.glob("holding-*"))
+        pid = int(holder.name.split("-")[1])
+        os.kill(pid, signal.SIGKILL)
+        for name in ("par", "kill"):
+            app.wait_rows(work / f"{name}.db", len(produced[name]), 180)
+        app.wait_rows(work / "poison.db", len(produced["poison"]) - 1, 180)
+        app.wait(lambda: (app.status("poison") or {}).get("rejected"), "the rejection named")
+        app.stop()
+    except BaseException:
+        app.kill()
+        raise
+    return {
+        "work": work,
+        "produced": produced,
+        "poison": poison,
+        "killed_pid": pid,
+        "status": {n: app.status(n) for n in ("par", "poison", "kill")},
+    }
+
+
+def _rows(run: dict[str, Any], name: str) -> list[tuple[str, int, int, bytes]]:
+    return sink_rows(run["work"] / f"{name}.db")
+
+
+def test_every_record_is_processed_once_and_three_receivers_share_one_partition(
+    run: dict[str, Any],
+) -> None:
+    status = run["status"]["par"]
+    assert status["error"] is None
+    assert _rows(run, "par") == rows_of(run["produced"]["par"])  # count and content
+    assert deliveries(run["work"] / "par.db") == 600  # no failure: no repeat
+    assert status["redelivered"] == 0
+    logged = [r["records"] for r in status["receivers"]]
+    print(f"\nrecords logged per receiver on a 1-partition topic: {logged}")
+    assert len(logged) == 3 and all(n > 0 for n in logged), logged  # all three read it
+    assert sum(logged) == 600
+
+
+def test_a_poison_record_is_rejected_and_named_and_the_rest_flows(run: dict[str, Any]) -> None:
+    status = run["status"]["poison"]
+    poison = [r for r in run["produced"]["poison"] if r.value == run["poison"].encode()]
+    assert len(poison) == 1
+    expected = [row for row in rows_of(run["produced"]["poison"]) if row[3] != poison[0].value]
+    assert _rows(run, "poison") == expected  # the 99 others, nothing held up
+    rejected = status["rejected"]
+    assert [(r["topic"], r["partition"], r["offset"], r["delivery_count"]) for r in rejected] == [
+        (poison[0].topic, 0, poison[0].offset, 3)
+    ]
+    assert "ValueError: cannot parse" in rejected[0]["reason"]
+    assert status["rejected_records"] == 1
+    assert status["receivers"][0]["released"] == 2  # deliveries 1 and 2 went back to the queue
+
+
+def test_records_a_killed_receiver_held_come_back_after_the_lock_and_none_is_lost(
+    run: dict[str, Any],
+) -> None:
+    status = run["status"]["kill"]
+    assert status["error"] is None
+    assert _rows(run, "kill") == rows_of(run["produced"]["kill"])  # none lost
+    repeats = deliveries(run["work"] / "kill.db") - 200
+    print(f"\nkill: {status['redelivered']} redelivered, {repeats} repeated")
+    # The held poll was never logged: its records came back with a delivery count of 2.
+    assert status["redelivered"] >= 1
+    assert 0 <= repeats <= status["redelivered"]  # a repeat only of a redelivered record
+    assert sum(status["restarts"]) == 1
+    assert run["killed_pid"] not in [r["pid"] for r in status["receivers"]]
+
+
+def test_driver_killed_and_restarted_replays_its_write_ahead_log(
+    bootstrap: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    work = tmp_path_factory.mktemp("share-crash")
+    topic, group = _share_topic(bootstrap, "crash")
+
+    def spec(stall: bool) -> dict[str, Any]:
+        stream = {**_stream("s", topic, group, work, 2), "stall_after": 100 if stall else None}
+        return {"bootstrap": bootstrap, "cores": 4, "streams": [stream]}
+
+    def acked(app: App) -> int:
+        return sum(r.get("acked", 0) for r in (app.status("s") or {}).get("receivers", []))
+
+    first = App(work, "first", spec(stall=True)).start()
+    try:
+        first.wait(lambda: _running(first, "s") == 2, "both receivers running", 600)
+        produced = produce_known(bootstrap, topic, per_partition=100)
+        first.wait(lambda: "stalling" in first.log.read_text(), "the stalled batch", 120)
+        produced += produce_known(bootstrap, topic, 300, start_index=100)
+        # Every record logged and acknowledged: the broker will never deliver them again.
+        first.wait(lambda: acked(first) == 400, "every record acknowledged")
+    finally:
+        first.kill()
+    db = work / "s.db"
+    assert len(sink_rows(db)) == 100  # killed with 300 logged, acknowledged and unprocessed
+    with sqlite3.connect(db) as conn:
+        stalled = conn.execute(
+            "SELECT count(*) FROM deliveries WHERE batch = (SELECT max(batch) FROM deliveries)"
+        ).fetchone()[0]
+
+    second = App(work, "second", spec(stall=False)).start()
+    try:
+        second.wait_rows(db, 400, 180)
+        second.stop()
+    except BaseException:
+        second.kill()
+        raise
+    final = second.status("s")
+    assert final is not None and final["error"] is None
+    assert sink_rows(db) == rows_of(produced)  # none lost
+    repeats = deliveries(db) - 400
+    print(f"\ndriver crash: {final['recovered_blocks']} block(s) replayed, {repeats} repeated")
+    assert final["recovered_blocks"] > 0
+    assert repeats == stalled > 0  # only the batch the dead driver never marked done
+    assert final["redelivered"] == 0  # the broker delivered nothing twice
