@@ -23,11 +23,15 @@ fi
 # 2 cores well (--dist loadfile keeps a file's module fixtures in one process). Each worker
 # starts one Kafka node for its session; tests make their own topics. Tests marked "serial"
 # (timing-sensitive or CPU-heavy: the fault suite, the receiver streams, the driver SIGKILLs)
-# then run apart from the bulk: two files at a time, each on its own worker and Kafka node,
+# then run apart from the bulk: three files at a time, each on its own worker and Kafka node,
 # since they mostly wait on subprocess drivers and brokers (they passed so at load average 17),
 # with the differential suite and the Tansu smoke set beside them in one more process.
 # KAFKA_DIRECT_TEST_WORKERS=0 runs both parts in this process, one test at a time.
 workers="${KAFKA_DIRECT_TEST_WORKERS:-2}"
+# The serial files wait on drivers they SIGKILL and restart, brokers they stop, and lock or
+# session timeouts: three at a time keep the 2 cores busy without starving them.
+serial_workers="${KAFKA_DIRECT_SERIAL_WORKERS:-3}"
+if [ "$workers" = "0" ]; then serial_workers=0; fi
 status=0
 # The differential suite's virtualenv (below) is made meanwhile: mostly a download and pip.
 oracle_log="$(mktemp)"
@@ -69,7 +73,7 @@ if [ -n "$oracle_prep" ]; then
   side=$!
 fi
 serial=0
-python -m pytest -n "$workers" --dist loadfile -m serial \
+python -m pytest -n "$serial_workers" --dist loadfile -m serial \
   --ignore=tests/integration/differential "$@" || serial=$?
 # 5: no test selected (e.g. scripts/test.sh tests/unit), which is not a failure of this part.
 if [ "$serial" -ne 0 ] && [ "$serial" -ne 5 ]; then status=$serial; fi
