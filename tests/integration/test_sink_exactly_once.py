@@ -334,8 +334,8 @@ def test_a_paused_attempt_cannot_commit_after_its_retry(bootstrap: str) -> None:
 def test_copies_of_a_task_running_at_once_commit_once(bootstrap: str) -> None:
     """What a speculative copy is to Kafka: two attempts of one task, the same rows, started
     together. Whichever initialises second fences the first, or finds its commit and skips:
-    exactly one commits. (Spark itself never launches a speculative copy on the host where
-    the task runs, so spark.speculation cannot make one on a single machine.)"""
+    exactly one commits. (spark.speculation cannot make one on a single machine: local mode
+    does not speculate, and Spark launches no speculative copy on a host where the task runs.)"""
     (out,) = _topics(bootstrap, 1)
     prefix = f"copies-{out}"
     copies = [_start_task(bootstrap, out, prefix, "s", False, 300_000, copy=c) for c in "12"]
