@@ -463,7 +463,7 @@ def _hold_and_kill(
     """Wait until micro-batch ``batch`` stands where ``kind`` says (eos_driver.py's HOLD), then
     SIGKILL the driver; returns what was seen there."""
     wanted = [holds / f"held-{batch}-{p}" for p in ((0, 1) if kind == "open" else (1,))]
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + 600  # a driver start takes minutes at load average 60
     seen = ""
     try:
         while not seen:
