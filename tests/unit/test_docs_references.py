@@ -217,6 +217,7 @@ OPTION_TABLES: list[tuple[str, str, str]] = [
     ("docs/exactly-once.md", "Options", "sink"),
     ("docs/dstream.md", "Arguments", "createDirectStream"),
     ("docs/dstream.md", "Arguments", "createStream"),
+    ("docs/queues.md", "Settings", "createShareStream"),
 ]
 
 KNOWN = {
@@ -225,6 +226,7 @@ KNOWN = {
     "registry functions": _registry_function_options,
     "createDirectStream": lambda: _keyword_arguments("createDirectStream"),
     "createStream": lambda: _keyword_arguments("createStream"),
+    "createShareStream": lambda: _keyword_arguments("createShareStream"),
 }
 TAKES_KAFKA = {"source", "sink"}
 
