@@ -118,12 +118,6 @@ class Soak:
                 return found
             time.sleep(0.5)
 
-    def task_errors(self) -> int:
-        """Spark's "Exception in task" lines in the running driver's log: one per task that
-        failed (the log level is ERROR, so nothing else of a retried task shows)."""
-        path = self.work / f"driver-{self.driver.runs}.log"
-        return path.read_text(errors="replace").count("Exception in task")
-
     def schedule(self, started: float) -> list[str]:
         """The next round of faults, or none once the duration has passed."""
         if self.faults and time.monotonic() - started >= self.args.duration:
@@ -156,16 +150,12 @@ class Soak:
                 while kinds := self.schedule(started):
                     for kind in kinds:
                         self.wait(self.rng.uniform(3, 12))
-                        errors_before = self.task_errors()
                         try:
                             detail, ended = injector.inject(kind)
                         except SoakError as exc:
                             injector.heal()
                             detail, ended = f"NOT INJECTED: {exc}", time.time()
                         fault = Fault(kind, detail, ended, self.recover(ended))
-                        if kind == "kill-worker":
-                            failed = self.task_errors() - errors_before
-                            fault.detail += f", {failed} task(s) failed"
                         self.faults.append(fault)
                         log(
                             f"fault {len(self.faults)}: {KINDS[kind]}, {detail}; "

@@ -13,8 +13,9 @@ Five faults, each made to hit what its name says:
   least ``PAUSE_S``; then SIGCONT;
 - ``kill-driver``: SIGKILL the driver's whole process group (its JVM and Python workers), then a
   new driver on the same checkpoints and offset store;
-- ``kill-worker``: SIGKILL one Python worker of the driver's Spark (a process forked by
-  ``pyspark.daemon``), the one that used the most CPU over half a second: one running a task.
+- ``kill-worker``: SIGKILL the Python worker of the driver's Spark (a process forked by the
+  ``pyspark.daemon`` that serves tasks) that used the most CPU over half a second, again until
+  Spark logs a failed task: only then was a worker killed mid-task.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ KINDS = {
 }
 PAUSE_S = 8.0
 WAIT_S = 240.0
+WORKER_ATTEMPTS = 15
 
 
 class SoakError(RuntimeError):
@@ -148,6 +150,12 @@ class Driver:
             code = -9
         self.kill()  # whatever the driver left behind
         return code
+
+    def task_failures(self) -> int:
+        """Spark's "Exception in task" lines in this run's log: one per failed task attempt
+        (the executor logs it at ERROR, the level the driver runs at)."""
+        path = self.work / f"driver-{self.runs}.log"
+        return path.read_text(errors="replace").count("Exception in task")
 
     def log_tail(self, lines: int = 15) -> str:
         path = self.work / f"driver-{self.runs}.log"
@@ -275,15 +283,29 @@ class Injector:
             self.driver.start()
             return f"run {self.driver.runs - 1}", ended
         if kind == "kill-worker":
-            busiest = None
-            deadline = time.monotonic() + WAIT_S
-            while busiest is None or busiest[1] == 0:
-                if time.monotonic() > deadline:
-                    raise SoakError("no busy Python worker to kill")
-                busiest = busiest_worker(self.driver)
-            os.kill(busiest[0], signal.SIGKILL)
-            return f"pid {busiest[0]} ({busiest[1]} CPU ticks in 0.5 s)", time.time()
+            return self._kill_worker()
         raise SoakError(f"unknown fault {kind!r}: expected one of {sorted(KINDS)}")
+
+    def _kill_worker(self) -> tuple[str, float]:
+        """SIGKILL the busiest task worker until a task fails: an idle pooled worker also uses
+        some CPU (its consumers' librdkafka threads), and killing one fails no task."""
+        failures = self.driver.task_failures()
+        attempt = 0
+        give_up = time.monotonic() + WAIT_S
+        while attempt < WORKER_ATTEMPTS and time.monotonic() < give_up:
+            busiest = busiest_worker(self.driver)
+            if busiest is None or busiest[1] == 0:
+                continue  # between batches: no worker is busy
+            attempt += 1
+            os.kill(busiest[0], signal.SIGKILL)
+            ended = time.time()
+            deadline = time.monotonic() + 20.0
+            while time.monotonic() < deadline:
+                failed = self.driver.task_failures() - failures
+                if failed > 0:
+                    return f"pid {busiest[0]}, kill {attempt}, {failed} task(s) failed", ended
+                time.sleep(0.5)
+        raise SoakError(f"no task failed after {attempt} Python worker kills")
 
     def heal(self) -> None:
         """Every broker runs again, unfrozen (after a fault that failed half-way)."""
