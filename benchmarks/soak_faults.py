@@ -11,8 +11,9 @@ Five faults, each made to hit what its name says:
 - ``pause-broker``: SIGSTOP a source partition's leader (not the controller) until the controller
   has fenced it and moved its leadership (past ``broker.session.timeout.ms``, 4 s here), and at
   least ``PAUSE_S``; then SIGCONT;
-- ``kill-driver``: SIGKILL the driver's whole process group (its JVM and Python workers), then a
-  new driver on the same checkpoints and offset store;
+- ``kill-driver``: SIGKILL the driver, its JVM and every Python process under it, while the
+  exactly-once query has a micro-batch in flight (in its offset log, not in its commit log, so
+  that the restart replays it), then a new driver on the same checkpoints and offset store;
 - ``kill-worker``: SIGKILL the Python worker of the driver's Spark (a process forked by the
   ``pyspark.daemon`` that serves tasks) that used the most CPU over half a second, again until
   Spark logs a failed task: only then was a worker killed mid-task.
@@ -151,6 +152,18 @@ class Driver:
         self.kill()  # whatever the driver left behind
         return code
 
+    def in_flight(self, pipe: str) -> int | None:
+        """The id of the micro-batch the query ``pipe`` started and has not finished, if any:
+        one in its checkpoint's offset log and not yet in its commit log."""
+        checkpoint = self.work / f"checkpoint-{pipe}"
+
+        def last(log: str) -> int:
+            names = [p.name for p in (checkpoint / log).glob("[0-9]*")]
+            return max((int(n) for n in names if n.isdigit()), default=-1)
+
+        started = last("offsets")
+        return started if started > last("commits") else None
+
     def task_failures(self) -> int:
         """Spark's "Exception in task" lines in this run's log: one per failed task attempt
         (the executor logs it at ERROR, the level the driver runs at)."""
@@ -278,10 +291,15 @@ class Injector:
                 self.cluster.resume_broker(leader)
             return f"broker {leader}, fenced after {fenced:.1f} s", time.time()
         if kind == "kill-driver":
+            # Mid-batch by construction: Spark has logged the exactly-once query's batch as
+            # started (its offset log) and not as done (its commit log), so a restart replays it.
+            wait_until(lambda: self.driver.in_flight("eos") is not None, WAIT_S, "a batch")
             self.driver.kill()
             ended = time.time()
+            flying = {pipe: self.driver.in_flight(pipe) for pipe in ("eos", "alo")}
             self.driver.start()
-            return f"run {self.driver.runs - 1}", ended
+            shown = ", ".join(f"{p} batch {b}" for p, b in flying.items() if b is not None)
+            return f"run {self.driver.runs - 1}, in flight: {shown}", ended
         if kind == "kill-worker":
             return self._kill_worker()
         raise SoakError(f"unknown fault {kind!r}: expected one of {sorted(KINDS)}")
