@@ -175,7 +175,7 @@ class Soak:
                 code = self.driver.stop()
             if code not in (0, None):
                 self.deaths.append(f"final run exited {code}:\n{self.driver.log_tail()}")
-            produced = set(acked.values())
+            produced = set(acked)
             checks = [
                 check_values(
                     pipe,
