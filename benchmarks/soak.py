@@ -71,6 +71,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--catch-up", type=float, default=600.0)
     parser.add_argument("--work-dir", type=Path, default=None, help="keep logs and outputs here")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
+    # Taken by main() before these options are parsed: the rest go to soak_tansu's own parser.
+    parser.add_argument(
+        "--tansu", action="store_true", help="run the older soak on durable Tansu instead"
+    )
     return parser.parse_args(argv)
 
 
