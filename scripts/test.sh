@@ -23,15 +23,10 @@ fi
 # 2 cores well (--dist loadfile keeps a file's module fixtures in one process). Each worker
 # starts one Kafka node for its session; tests make their own topics. Tests marked "serial"
 # (timing-sensitive or CPU-heavy: the fault suite, the receiver streams, the driver SIGKILLs)
-# then run apart from the bulk: three files at a time, each on its own worker and Kafka node,
-# since they mostly wait on subprocess drivers and brokers (they passed so at load average 17),
-# with the differential suite and the Tansu smoke set beside them in one more process.
+# then run apart from the bulk: two files at a time, each on its own worker and Kafka node,
+# since they mostly wait on subprocess drivers and brokers (they passed so at load average 17).
 # KAFKA_DIRECT_TEST_WORKERS=0 runs both parts in this process, one test at a time.
 workers="${KAFKA_DIRECT_TEST_WORKERS:-2}"
-# The serial files wait on drivers they SIGKILL and restart, brokers they stop, and lock or
-# session timeouts: three at a time keep the 2 cores busy without starving them.
-serial_workers="${KAFKA_DIRECT_SERIAL_WORKERS:-3}"
-if [ "$workers" = "0" ]; then serial_workers=0; fi
 status=0
 # The differential suite's virtualenv (below) is made meanwhile: mostly a download and pip.
 oracle_log="$(mktemp)"
@@ -44,44 +39,29 @@ fi
 # conftest puts the connector into every Spark it starts.
 python -m pytest -n "$workers" --dist loadfile -m "not serial" \
   --ignore=tests/integration/differential "$@" || status=$?
-# The differential suite and the Tansu smoke set (below) mostly wait on JVMs and brokers, as the
-# serial part does: they run beside it, their output kept apart and shown after it.
-side_log="$(mktemp)"
-side=""
-if [ -n "$oracle_prep" ]; then
-  oracle=0
-  wait "$oracle_prep" || oracle=$?
-  cat "$oracle_log"
-  (
-    side_status=0
-    # Spark's own format("kafka") next to format("kafka_direct"), on a PySpark whose connector
-    # Maven Central serves: scripts/oracle-venv.sh pins one in .venv-oracle when the installed
-    # PySpark has none yet, and says so (scripts/oracle-venv.sh [pytest args] runs it alone).
-    if [ "$oracle" -eq 0 ]; then
-      bash "$ROOT/scripts/oracle-venv.sh" || oracle=$?
-    fi
-    if [ "$oracle" -ne 0 ]; then side_status=$oracle; fi
-    # The embedded Tansu broker is the demo's broker: a smoke set (read, stream, sink, restart)
-    # keeps the library working on it.
-    if [ -z "${KAFKA_BOOTSTRAP_SERVERS:-}" ]; then
-      smoke=0
-      KAFKA_DIRECT_TEST_BROKER=tansu python -m pytest -m tansu_smoke tests/integration || smoke=$?
-      if [ "$smoke" -ne 0 ]; then side_status=$smoke; fi
-    fi
-    exit "$side_status"
-  ) > "$side_log" 2>&1 &
-  side=$!
-fi
 serial=0
-python -m pytest -n "$serial_workers" --dist loadfile -m serial \
+python -m pytest -n "$workers" --dist loadfile -m serial \
   --ignore=tests/integration/differential "$@" || serial=$?
 # 5: no test selected (e.g. scripts/test.sh tests/unit), which is not a failure of this part.
 if [ "$serial" -ne 0 ] && [ "$serial" -ne 5 ]; then status=$serial; fi
 if [ "$status" -eq 5 ] && [ "$serial" -eq 0 ]; then status=0; fi
-if [ -n "$side" ]; then
-  side_status=0
-  wait "$side" || side_status=$?
-  cat "$side_log"
-  if [ "$side_status" -ne 0 ]; then status=$side_status; fi
+# Spark's own format("kafka") next to format("kafka_direct"), on a PySpark whose connector Maven
+# Central serves: scripts/oracle-venv.sh pins one in .venv-oracle when the installed PySpark has
+# none yet, and says so. Only in a full run (scripts/oracle-venv.sh [pytest args] runs it alone).
+if [ -n "$oracle_prep" ]; then
+  oracle=0
+  wait "$oracle_prep" || oracle=$?
+  cat "$oracle_log"
+  if [ "$oracle" -eq 0 ]; then
+    bash "$ROOT/scripts/oracle-venv.sh" -n "$workers" --dist loadfile || oracle=$?
+  fi
+  if [ "$oracle" -ne 0 ]; then status=$oracle; fi
+fi
+# The embedded Tansu broker is the demo's broker: a smoke set (read, stream, sink, restart)
+# keeps the library working on it. Only in a full run (no pytest arguments given).
+if [ "$#" -eq 0 ] && [ -z "${KAFKA_BOOTSTRAP_SERVERS:-}" ]; then
+  smoke=0
+  KAFKA_DIRECT_TEST_BROKER=tansu python -m pytest -m tansu_smoke tests/integration || smoke=$?
+  if [ "$smoke" -ne 0 ]; then status=$smoke; fi
 fi
 exit "$status"
