@@ -17,9 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
 from kafka_direct.testing.secured_cluster import SecuredKafkaCluster
+from tests.integration.secured_helpers import produce as _produce
+from tests.integration.secured_helpers import read_back as _read_back
+from tests.integration.secured_helpers import values as _values
 
 pytestmark = pytest.mark.slow
 
@@ -53,30 +56,6 @@ def _topic(cluster: SecuredKafkaCluster, *grants: str) -> str:
     if grants:
         cluster.grant("User:alice", "topic", name, *grants)
     return name
-
-
-def _produce(cluster: SecuredKafkaCluster, topic: str, n: int, tag: str) -> list[bytes]:
-    values = [f"{tag}-{i:04d}".encode() for i in range(n)]
-    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers})
-    for i, value in enumerate(values):
-        producer.produce(topic, value, partition=i % 2)
-    assert producer.flush(30) == 0
-    return values
-
-
-def _read_back(cluster: SecuredKafkaCluster, topic: str, n: int) -> list[bytes]:
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": topic})
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(2)])
-    seen: list[bytes] = []
-    deadline = time.monotonic() + 60
-    while len(seen) < n and time.monotonic() < deadline:
-        seen += [m.value() for m in consumer.consume(500, 0.5) if m.error() is None]
-    consumer.close()
-    return seen
-
-
-def _values(df: Any) -> list[bytes]:
-    return sorted(bytes(r.value) for r in df.select("value").collect())
 
 
 def sasl(cluster: SecuredKafkaCluster, protocol: str, module: str, password: str = ALICE,

@@ -118,6 +118,8 @@ typedef struct {
 #define ERR_INVALID_ARG (-186)
 #define ERR_FATAL (-150)
 #define ERR_AUTO_OFFSET_RESET (-140)
+/* Kafka's GROUP_AUTHORIZATION_FAILED: see kd_group_refusal in the consume loops. */
+#define ERR_GROUP_AUTHORIZATION_FAILED 30
 
 typedef void (*rk_error_cb_t)(rd_kafka_t *, int, const char *, void *);
 typedef void (*rk_log_cb_t)(const rd_kafka_t *, int, const char *, const char *);

@@ -60,6 +60,7 @@ from kafka_direct.offsets import OffsetRange
 
 __all__ = [
     "CONSUME_SLICE_S",
+    "GROUP_LOOKUP_ERRORS",
     "SKIP_AHEAD_BYTES",
     "SKIP_AHEAD_MAX_RECORDS",
     "PartitionConsumer",
@@ -71,6 +72,12 @@ log = logging.getLogger(__name__)
 #: Longest single wait inside ``consume``; bounds the cost of a range that ends in a gap on a
 #: broker that does not send EOF promptly, without busy-looping on an idle one.
 CONSUME_SLICE_S = 0.2
+
+#: Executors' consumers only assign and never commit, yet librdkafka looks their group up as
+#: they start: a principal without rights on that group gets this error event, which the fetch
+#: does not need. The reads go on, as the JVM connector's executors (which never contact the
+#: group) read with no rights on it. The C loops skip it too (_rdkafka_consume*.c).
+GROUP_LOOKUP_ERRORS = frozenset({KafkaError.GROUP_AUTHORIZATION_FAILED})
 
 
 class PartitionConsumer(TaskConsumer):
@@ -321,6 +328,8 @@ def _split_events(
             eof = m.offset()
         elif err.code() == KafkaError._AUTO_OFFSET_RESET:
             return data, _OUT_OF_RANGE
+        elif err.code() in GROUP_LOOKUP_ERRORS:
+            continue
         else:
             raise translate(err, f"Consuming {rng}", access=access)
     return data, eof

@@ -44,7 +44,7 @@ from confluent_kafka import TopicPartition as CkTopicPartition
 
 from kafka_direct.config.clients import DEFAULT_MAX_BATCH_BYTES
 from kafka_direct.consumer.budget import consume_within
-from kafka_direct.consumer.fetch import CONSUME_SLICE_S, _GcPaused
+from kafka_direct.consumer.fetch import CONSUME_SLICE_S, GROUP_LOOKUP_ERRORS, _GcPaused
 from kafka_direct.consumer.loss import check_short_log, out_of_range
 from kafka_direct.consumer.rows import to_record_batch
 from kafka_direct.consumer.task_consumer import (
@@ -361,6 +361,8 @@ def _take_python(
                     seen.setdefault(i, [-1, False, None, False])[2] = m.offset()
                 elif i is not None and code == KafkaError._AUTO_OFFSET_RESET:
                     seen.setdefault(i, [-1, False, None, False])[3] = True
+                elif code in GROUP_LOOKUP_ERRORS:
+                    pass  # an assign-only consumer's group lookup (fetch.GROUP_LOOKUP_ERRORS)
                 else:
                     raise translate(err, what, access=pc.access_to(s.rng.topic for s in slots))
                 continue

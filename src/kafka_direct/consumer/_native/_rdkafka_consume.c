@@ -155,6 +155,10 @@ PyObject *kd_consume(Consumer *self, PyObject *args) {
             eof = m->offset;
         } else if (m->err == ERR_AUTO_OFFSET_RESET) {
             out_of_range = 1;
+        } else if (m->err == ERR_GROUP_AUTHORIZATION_FAILED) {
+            /* The consumer only assigns and never commits, but librdkafka looks its group up:
+             * a principal without rights on the executors' group reads on, as the JVM
+             * connector's executors (which never contact the group) do. */
         } else if (m->err != 0) {
             err_code = m->err;
             /* An error event's payload is its reason (not NUL-terminated). */

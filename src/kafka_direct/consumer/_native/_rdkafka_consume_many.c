@@ -195,6 +195,8 @@ PyObject *kd_consume_many(Consumer *self, PyObject *args) {
         } else if (m->err == ERR_AUTO_OFFSET_RESET && s != NULL) {
             s->touched = 1;
             s->out_of_range = 1;
+        } else if (m->err == ERR_GROUP_AUTHORIZATION_FAILED) {
+            /* The group lookup of an assign-only consumer (see _rdkafka_consume.c). */
         } else {
             err_code = m->err;
             if (m->payload != NULL && m->len > 0) {
