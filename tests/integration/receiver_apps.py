@@ -82,7 +82,7 @@ class App:
         text = self.log.read_text(errors="replace") if self.log.exists() else ""
         return text[-4000:]
 
-    def wait(self, condition: Callable[[], bool], what: str, timeout_s: float = 90.0) -> None:
+    def wait(self, condition: Callable[[], bool], what: str, timeout_s: float = 300.0) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if condition():
@@ -102,7 +102,7 @@ class App:
             f"timed out after {timeout_s} s waiting for {what}; log:\n{self.tail()}"
         )
 
-    def wait_rows(self, db: Path | str, count: int, timeout_s: float = 90.0) -> None:
+    def wait_rows(self, db: Path | str, count: int, timeout_s: float = 300.0) -> None:
         self.wait(lambda: len(sink_rows(db)) >= count, f"{count} rows in {db}", timeout_s)
 
     def request_stop(self) -> None:

@@ -73,7 +73,7 @@ def _crash_and_restart(bootstrap: str, work: Path, wal: bool) -> dict[str, Any]:
 
     first = App(work, "first", _spec(bootstrap, topic, work, wal, stall=True)).start()
     try:
-        first.wait(lambda: "stalling" in first.log.read_text(), "the stalled batch", 120)
+        first.wait(lambda: "stalling" in first.log.read_text(), "the stalled batch", 300)
         produced += produce_known(bootstrap, topic, 75, partitions=4, start_index=25)
         first.wait(lambda: _committed(bootstrap, group) == TOTAL, "every record committed")
     finally:

@@ -82,7 +82,7 @@ def test_a_slow_batch_function_pauses_the_receiver_and_its_memory_stays_flat(
             rs = status.get("receivers") or [{}]
             return rs[0] if rs[0].get("assignment") else None
 
-        app.wait(lambda: receiver() is not None, "the receiver's assignment", 120)
+        app.wait(lambda: receiver() is not None, "the receiver's assignment", 300)
         pid = receiver()["pid"]  # type: ignore[index]
         producer.start()
         blocks = tmp_path / "wal" / "blocks"
