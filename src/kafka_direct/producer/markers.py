@@ -18,8 +18,8 @@ id's previous transaction) and :func:`decide`\\ s:
   replayed task that does not hold the rows of the committed one (another count, or the same
   count with another digest) shows that the plan (the partitioning, or the query) or the input
   changed, and is refused (:class:`ReplayMismatchError`): writing would duplicate, skipping
-  could lose. A marker committed before digests existed has none: its replay is checked by
-  count only;
+  could lose. The digest does not depend on the rows' order, which a replay need not keep. A
+  marker committed before digests existed has none: its replay is checked by count only;
 - a later micro-batch: the prefix belongs to another query, or the checkpoint went back; refused.
 """
 
@@ -78,6 +78,9 @@ class TransactionSettings:
     write_id: str | None = None
     #: The connection settings of the marker reader (the user's, without producer-only keys).
     consumer_config: KafkaConfig = field(default_factory=KafkaConfig)
+    #: ``transactionReplayCheck=rows``: a replay is checked by its rows' digest, not only its
+    #: count.
+    check_rows: bool = True
 
 
 @dataclass(frozen=True)
@@ -175,6 +178,14 @@ def decide(marker: Marker | None, task: TaskIdentity, txn_id: str) -> Decision:
     return Decision.SKIP if marker.write_id == task.write_id else Decision.WRITE
 
 
+def _comparable(committed: str | None, replayed: str | None) -> bool:
+    """Both digests exist and are of one scheme (``scheme:hex``). A marker from before digests,
+    or from an order-sensitive digest without a scheme, is checked by its count only."""
+    if committed is None or replayed is None:
+        return False
+    return ":" in committed and committed.split(":", 1)[0] == replayed.split(":", 1)[0]
+
+
 def check_replay(
     marker: Marker, task: TaskIdentity, rows: int, txn_id: str, digest: str | None = None
 ) -> None:
@@ -186,7 +197,7 @@ def check_replay(
     )
     if rows != marker.records:
         held = f"this replay holds {rows} row(s)"
-    elif marker.digest is not None and digest is not None and digest != marker.digest:
+    elif _comparable(marker.digest, digest) and digest != marker.digest:
         held = (
             f"this replay holds as many rows but other ones (their digest is {digest}, the "
             f"committed rows' {marker.digest})"
@@ -199,7 +210,10 @@ def check_replay(
         "partitioning or its input changed between the runs. The replay cannot be matched to "
         "what is already in Kafka (writing it would duplicate records, skipping it could lose "
         "some). Run the query with the plan it had when it stopped until this micro-batch is "
-        "committed, or start it with a new checkpoint and 'transactionalIdPrefix'."
+        "committed, or start it with a new checkpoint and 'transactionalIdPrefix'. If the "
+        "query's rows are not the same on a replay by design (rand(), uuid() or "
+        "current_timestamp() in a written column), set .option('transactionReplayCheck', "
+        "'count') to check a replay by its count only."
     )
 
 
