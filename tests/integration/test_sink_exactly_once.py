@@ -155,6 +155,20 @@ def test_a_replayed_task_finds_its_marker_and_writes_nothing_again(bootstrap: st
     said = str(info.value)
     assert "The micro-batch 4, partition 0 was committed before, by attempt 0" in said
     assert "this replay holds as many rows but other ones (their digest is" in said
+    assert "'transactionReplayCheck', 'count'" in said
+    # The committed rows in another order, cut into other batches (a packed task's partitions
+    # arrive as their fetches do): the same rows, skipped.
+    backwards = values[::-1]
+    reordered = _batches(backwards[:7]) + _batches(backwards[7:])
+    replay = write_transaction(settings, reordered, TaskIdentity(0, batch_id=4))
+    assert (replay.records, replay.skipped) == (30, True)
+    # transactionReplayCheck=count (rows nondeterministic by design): other rows, same count,
+    # skipped; the committed rows stay what readers see (checked below).
+    by_count = _settings(
+        bootstrap, out, transactionalIdPrefix=f"replay-{out}", transactionReplayCheck="count"
+    )
+    replay = write_transaction(by_count, _batches(other), TaskIdentity(0, batch_id=4))
+    assert (replay.records, replay.skipped) == (30, True)
     with pytest.raises(MarkerMismatchError, match="already committed micro-batch 4, later than"):
         write_transaction(settings, _batches(values), TaskIdentity(0, batch_id=3))
     nxt = write_transaction(settings, _batches([b"next"]), TaskIdentity(0, batch_id=5))
