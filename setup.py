@@ -87,6 +87,14 @@ setup(
             extra_compile_args=COMPILE_ARGS,
             optional=True,
         ),
+        # The exactly-once sink's order-insensitive row digest (producer/digest.py has the same
+        # computation in Python for builds without a C compiler).
+        Extension(
+            "kafka_direct.producer._row_digest",
+            sources=["src/kafka_direct/producer/_native/_row_digest.c"],
+            extra_compile_args=COMPILE_ARGS,
+            optional=True,
+        ),
         # to_avro's encoder: Arrow buffers -> Avro; needs neither librdkafka nor the shared code.
         Extension(
             "kafka_direct.schema_registry._avro_encode",

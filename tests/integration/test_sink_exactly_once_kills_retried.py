@@ -1,7 +1,7 @@
-"""The exactly-once stream sink through five SIGKILLs of its driver while every task's first
-attempt fails, on real Kafka and a real local Spark: every record once, none lost. A file of its
-own so that the serial run's two workers take the two variants at once (the case is in
-test_sink_exactly_once.py)."""
+"""The exactly-once stream sink through four SIGKILLs of its driver, each at a point chosen by
+construction, while every task's first attempt fails, on real Kafka and a real local Spark:
+every record once, none lost. A file of its own so that the serial run's two workers take the
+two variants at once (the case is in test_sink_exactly_once.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from .test_sink_exactly_once import (
     transactions_cluster,
-    writes_each_record_once_through_five_driver_sigkills,
+    writes_each_record_once_through_driver_sigkills,
 )
 
 
@@ -23,7 +23,7 @@ def bootstrap() -> Iterator[str]:
 
 @pytest.mark.serial
 @pytest.mark.slow
-def test_a_stream_writes_each_record_once_through_five_driver_sigkills_while_tasks_fail_once(
+def test_a_stream_writes_each_record_once_through_driver_sigkills_while_tasks_fail_once(
     bootstrap: str, tmp_path: Path
 ) -> None:
-    writes_each_record_once_through_five_driver_sigkills(bootstrap, tmp_path, fail_first=True)
+    writes_each_record_once_through_driver_sigkills(bootstrap, tmp_path, fail_first=True)

@@ -52,6 +52,10 @@ SINK_OPTION_DEFAULTS: dict[str, str] = {
     # exactly-once: the topic whose partition 0 carries the tasks' markers (committed offsets of
     # one consumer group per transactional id); the 'topic' option by default.
     "transactionMarkerTopic": "",
+    # exactly-once: what a replayed task that finds its micro-batch committed must match, to
+    # be skipped: 'rows' (its count and its rows' digest) or 'count' (for queries whose rows
+    # are not the same on a replay: rand(), uuid(), current_timestamp() in a written column).
+    "transactionReplayCheck": "rows",
     # A Python function ('module:function') that gives OAUTHBEARER tokens (config.oauth).
     "oauthProvider": "",
 }
@@ -113,6 +117,8 @@ class SinkOptions:
     transactional_id_prefix: str = ""
     #: ``transactionMarkerTopic``, else the ``topic`` option (exactly-once only).
     marker_topic: str | None = None
+    #: ``transactionReplayCheck`` is ``rows``: a skipped replay's rows must match the digest.
+    replay_check_rows: bool = True
 
     @property
     def bootstrap_servers(self) -> str:
@@ -157,6 +163,17 @@ def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
             "Transactional ids are only used with .option('deliveryGuarantee', 'exactly-once'): "
             "set that too, or remove the prefix.",
         )
+    replay_check = opts.choice(
+        "transactionReplayCheck", ("rows", "count"), "'rows' (the default) or 'count'"
+    )
+    if replay_check != "rows" and not exactly_once:
+        raise ConfigurationError(
+            "transactionReplayCheck",
+            replay_check,
+            "no replay check with deliveryGuarantee 'at-least-once'",
+            "It says how an exactly-once task checks a replay of a committed micro-batch: set "
+            ".option('deliveryGuarantee', 'exactly-once') too, or remove the option.",
+        )
     producer = producer_config(kafka, exactly_once=exactly_once)
     marker_topic = opts.text("transactionMarkerTopic") or (topic.strip() if topic else None)
     if exactly_once and marker_topic is None:
@@ -182,6 +199,7 @@ def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
         exactly_once=exactly_once,
         transactional_id_prefix=prefix,
         marker_topic=marker_topic if exactly_once else None,
+        replay_check_rows=replay_check == "rows",
     )
 
 

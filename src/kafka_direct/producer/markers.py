@@ -6,17 +6,20 @@ A write task of the exactly-once sink (:mod:`~kafka_direct.producer.transactiona
 transactional id, ``<prefix>-<Spark partition id>``, the same for every attempt of the task and
 for every run of the query. In the transaction that carries its records it also commits a
 *marker*: an offset of the consumer group named like the transactional id, on partition 0 of the
-marker topic, whose metadata says which micro-batch (or which batch write) the records belong to
-and how many there were. Kafka commits both or neither. Before writing, a task reads its marker
-back (committed offsets are read with ``require_stable`` under ``read_committed``, after
-``init_transactions`` finished or aborted its id's previous transaction) and :func:`decide`\\ s:
+marker topic, whose metadata says which micro-batch (or which batch write) the records belong to,
+how many there were, and a digest of them (:mod:`~kafka_direct.producer.digest`). Kafka commits
+both or neither. Before writing, a task reads its marker back (committed offsets are read with
+``require_stable`` under ``read_committed``, after ``init_transactions`` finished or aborted its
+id's previous transaction) and :func:`decide`\\ s:
 
 - nothing committed yet, or an earlier micro-batch: write;
 - this very micro-batch (or batch write) already committed: skip, the records are in Kafka. Spark
   replays a micro-batch from the same offsets with the same plan, hence the same partitions; a
-  replayed task that does not hold as many rows as the committed one shows that the plan (the
-  partitioning, or the query) changed, and is refused (:class:`ReplayMismatchError`): writing
-  would duplicate, skipping could lose;
+  replayed task that does not hold the rows of the committed one (another count, or the same
+  count with another digest) shows that the plan (the partitioning, or the query) or the input
+  changed, and is refused (:class:`ReplayMismatchError`): writing would duplicate, skipping
+  could lose. The digest does not depend on the rows' order, which a replay need not keep. A
+  marker committed before digests existed has none: its replay is checked by count only;
 - a later micro-batch: the prefix belongs to another query, or the checkpoint went back; refused.
 """
 
@@ -75,6 +78,9 @@ class TransactionSettings:
     write_id: str | None = None
     #: The connection settings of the marker reader (the user's, without producer-only keys).
     consumer_config: KafkaConfig = field(default_factory=KafkaConfig)
+    #: ``transactionReplayCheck=rows``: a replay is checked by its rows' digest, not only its
+    #: count.
+    check_rows: bool = True
 
 
 @dataclass(frozen=True)
@@ -101,6 +107,8 @@ class Marker:
     batch_id: int | None = None
     write_id: str | None = None
     attempt: int = 0
+    #: The digest of the rows (hex), None in a marker written before digests existed.
+    digest: str | None = None
 
     def offset(self) -> int:
         """The committed offset: the micro-batch + 1 (so tools show progress), 1 for a batch."""
@@ -113,6 +121,8 @@ class Marker:
         if self.write_id is not None:
             fields["write"] = self.write_id
         fields["attempt"] = self.attempt
+        if self.digest is not None:
+            fields["digest"] = self.digest
         return json.dumps(fields, separators=(",", ":"), sort_keys=True)
 
     @classmethod
@@ -127,12 +137,13 @@ class Marker:
             return None
         if not isinstance(fields, dict) or fields.get("v") != MARKER_VERSION:
             return None
-        batch, write = fields.get("batch"), fields.get("write")
+        batch, write, digest = fields.get("batch"), fields.get("write"), fields.get("digest")
         return cls(
             records=int(fields.get("records", 0)),
             batch_id=int(batch) if batch is not None else None,
             write_id=str(write) if write is not None else None,
             attempt=int(fields.get("attempt", 0)),
+            digest=str(digest) if digest is not None else None,
         )
 
 
@@ -167,20 +178,43 @@ def decide(marker: Marker | None, task: TaskIdentity, txn_id: str) -> Decision:
     return Decision.SKIP if marker.write_id == task.write_id else Decision.WRITE
 
 
-def check_replay(marker: Marker, task: TaskIdentity, rows: int, txn_id: str) -> None:
-    """A skipped task's rows must be the committed ones: the same number, at least."""
+def _comparable(committed: str | None, replayed: str | None) -> bool:
+    """Both digests exist and are of one scheme (``scheme:hex``). A marker from before digests,
+    or from an order-sensitive digest without a scheme, is checked by its count only."""
+    if committed is None or replayed is None:
+        return False
+    return ":" in committed and committed.split(":", 1)[0] == replayed.split(":", 1)[0]
+
+
+def check_replay(
+    marker: Marker, task: TaskIdentity, rows: int, txn_id: str, digest: str | None = None
+) -> None:
+    """A skipped task's rows must be the committed ones: the same number, and the same digest
+    when both sides have one (a marker from before digests has none: count only)."""
+    committed = (
+        f"The {task.describe()} was committed before, by attempt {marker.attempt} of that task, "
+        f"with {marker.records} record(s) (transactional id '{txn_id}')"
+    )
     if rows != marker.records:
-        raise ReplayMismatchError(
-            f"The {task.describe()} was committed before, by attempt {marker.attempt} of that "
-            f"task, with {marker.records} record(s) (transactional id '{txn_id}'), but this "
-            f"replay holds {rows} row(s). A task commits only once Spark sent it its whole "
-            "input, so the rows Spark replays for this task are not the committed ones: the "
-            "query's plan, its partitioning or its input changed between the runs. The replay "
-            "cannot be matched to what is already in Kafka (writing it would duplicate records, "
-            "skipping it could lose some). Run the query with the plan it had when it stopped "
-            "until this micro-batch is committed, or start it with a new checkpoint and "
-            "'transactionalIdPrefix'."
+        held = f"this replay holds {rows} row(s)"
+    elif _comparable(marker.digest, digest) and digest != marker.digest:
+        held = (
+            f"this replay holds as many rows but other ones (their digest is {digest}, the "
+            f"committed rows' {marker.digest})"
         )
+    else:
+        return
+    raise ReplayMismatchError(
+        f"{committed}, but {held}. A task commits only once Spark sent it its whole input, so "
+        "the rows Spark replays for this task are not the committed ones: the query's plan, its "
+        "partitioning or its input changed between the runs. The replay cannot be matched to "
+        "what is already in Kafka (writing it would duplicate records, skipping it could lose "
+        "some). Run the query with the plan it had when it stopped until this micro-batch is "
+        "committed, or start it with a new checkpoint and 'transactionalIdPrefix'. If the "
+        "query's rows are not the same on a replay by design (rand(), uuid() or "
+        "current_timestamp() in a written column), set .option('transactionReplayCheck', "
+        "'count') to check a replay by its count only."
+    )
 
 
 def transactional_id(prefix: str, partition: int) -> str:

@@ -15,9 +15,12 @@ work must not happen twice recognises it from the marker committed with it
    a task of a run before a driver crash: their commit fails with ``_FENCED``) and finishes the
    id's open transaction: a commit already asked for completes, anything else is aborted.
 3. The marker is read back (read_committed, so only what committed counts) and
-   :func:`~kafka_direct.producer.markers.decide` says whether to write or skip.
+   :func:`~kafka_direct.producer.markers.decide` says whether to write or skip. A skipping task
+   reads its rows all the same: their count and digest must be the committed ones
+   (:func:`~kafka_direct.producer.markers.check_replay`).
 4. Writing: ``begin_transaction``, every record, ``flush`` (a failed delivery fails the task
-   with its topic and partition, as at-least-once does), the marker through
+   with its topic and partition, as at-least-once does), the marker (count and digest of the
+   rows, :mod:`~kafka_direct.producer.digest`) through
    ``send_offsets_to_transaction``, ``commit_transaction``. Any failure aborts the transaction
    and fails the task; Spark's retry starts again at 2.
 
@@ -47,6 +50,7 @@ from kafka_direct.kafka.events import ClientEvents
 from kafka_direct.kafka.logs import client_hooks
 from kafka_direct.kafka.translate import translate
 from kafka_direct.producer.batch_producer import PythonBatchProducer
+from kafka_direct.producer.digest import RowDigest
 from kafka_direct.producer.markers import (
     Decision,
     Marker,
@@ -233,11 +237,16 @@ def write_transaction(
     try:
         producer.init_transactions(timeout_s)
         marker = read_marker(consumer, txn.marker_topic, txn_id, timeout_s)
+        digest = RowDigest(settings.columns)
         if decide(marker, task, txn_id) is Decision.SKIP:
             assert marker is not None
             for batch in rows:
-                records += batch.num_rows
-            check_replay(marker, task, records, txn_id)
+                digest.update(batch)
+            records = digest.rows
+            # transactionReplayCheck=count: the count only (the digest is still committed, so
+            # the check can be turned back on).
+            replayed = digest.hexdigest() if txn.check_rows else None
+            check_replay(marker, task, records, txn_id, replayed)
             log.info(
                 "The %s was committed by an earlier attempt (%d record(s), transactional id "
                 "'%s'): nothing written again", task.describe(), records, txn_id,
@@ -249,10 +258,11 @@ def write_transaction(
         columns = settings.columns
         for batch in rows:
             producer.produce_batch(batch, columns)
+            digest.update(batch)
             records += batch.num_rows
             count += 1
         producer.flush(timeout_s)
-        done = Marker(records, task.batch_id, task.write_id, attempt)
+        done = Marker(records, task.batch_id, task.write_id, attempt, digest.hexdigest())
         producer.send_marker(done, txn.marker_topic, consumer.consumer_group_metadata(), timeout_s)
         producer.commit_transaction(timeout_s)
     except KafkaClientError as exc:

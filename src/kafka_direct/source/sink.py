@@ -182,6 +182,7 @@ def _transactions(
         marker_topic=opts.marker_topic,
         write_id=None if stream else uuid.uuid4().hex,
         consumer_config=KafkaConfig(connection_config(opts.kafka)),
+        check_rows=opts.replay_check_rows,
     )
 
 

@@ -59,6 +59,7 @@ def test_defaults() -> None:
         "deliveryGuarantee",
         "transactionalIdPrefix",
         "transactionMarkerTopic",
+        "transactionReplayCheck",
         "oauthProvider",
     }
     assert (opts.exactly_once, opts.transactional_id_prefix, opts.marker_topic) == (False, "", None)
@@ -72,6 +73,8 @@ def test_exactly_once_options() -> None:
         "out",
     )
     assert opts.producer["transaction.timeout.ms"] == str(DEFAULT_TRANSACTION_TIMEOUT_MS)
+    assert opts.replay_check_rows
+    assert not parse_sink_options({**EOS, "transactionReplayCheck": "count"}).replay_check_rows
     assert "transaction.timeout.ms" not in producer_config({"bootstrap.servers": "b:1"})
     # The case PySpark passes options in, and a marker topic when rows carry their topic.
     lower = parse_sink_options(
@@ -154,6 +157,8 @@ REFUSALS = [
     ("deliveryGuarantee", {**BASE, "deliveryGuarantee": "at-most-once"}, "'at-least-once'"),
     ("deliveryGuarante", {**BASE, "deliveryGuarante": "exactly-once"}, "Did you mean"),
     ("transactionalIdPrefix", {**BASE, "transactionalIdPrefix": "q1"}, "only used with"),
+    ("transactionReplayCheck", {**EOS, "transactionReplayCheck": "none"}, "'rows' (the default)"),
+    ("transactionReplayCheck", {**BASE, "transactionReplayCheck": "count"}, "'exactly-once') too"),
     ("kafka.enable.idempotence", {**EOS, "kafka.enable.idempotence": "false"}, "idempotent"),
     ("kafka.acks", {**EOS, "kafka.acks": "1"}, "every in-sync replica"),
     ("kafka.request.required.acks", {**EOS, "kafka.request.required.acks": "0"}, "in-sync"),
