@@ -58,6 +58,25 @@ def kafka_bootstrap() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
+def secured_cluster() -> Iterator[Any]:
+    """One SecuredKafkaCluster (SASL PLAIN and SCRAM, TLS, ACLs) for the session's secured
+    tests: users alice and bob (passwords in tests/integration/secured_helpers.py). Tests make
+    their own topics and grants; alice may read the executors' consumer groups (assign only,
+    no commits): the source's default and the DStreams' "<group>-executor"."""
+    from kafka_direct.testing.secured_cluster import SecuredKafkaCluster
+    from tests.integration.secured_helpers import ALICE, BOB
+
+    secured = SecuredKafkaCluster(users={"alice": ALICE, "bob": BOB})
+    try:
+        secured.start()
+    except Exception as exc:  # noqa: BLE001 - a broker that cannot start fails the tests
+        pytest.fail(f"The secured Kafka cluster could not start: {exc}", pytrace=False)
+    secured.grant("User:alice", "group", "spark-kafka-source", "READ", prefixed=True)
+    yield secured
+    secured.stop()
+
+
+@pytest.fixture(scope="session")
 def worker_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Where the Spark workers' kafka_direct log records go (KAFKA_DIRECT_LOG_FILE)."""
     path = tmp_path_factory.mktemp("logs") / "kafka_direct-workers.log"

@@ -10,6 +10,9 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kafka_direct.testing.secured_cluster import SecuredKafkaCluster
 
+#: The passwords of the secured cluster's users (the tests check that errors never show them).
+ALICE, BOB = "alice-s3cr3t-pw", "bob-s3cr3t-pw"
+
 
 def produce(cluster: SecuredKafkaCluster, topic: str, n: int, tag: str) -> list[bytes]:
     """``n`` values ``<tag>-0000``... across partitions 0 and 1; returns them in order."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,24 +24,17 @@ from confluent_kafka import Producer
 
 from kafka_direct import ConsumerStrategies, KafkaUtils, LocationStrategies, NotAuthorizedError
 from kafka_direct.testing.secured_cluster import SecuredKafkaCluster
+from tests.integration.secured_helpers import ALICE, BOB
 
 pytestmark = pytest.mark.slow
 
-ALICE, BOB = "alice-4uthz-pw", "bob-4uthz-pw"
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[SecuredKafkaCluster]:
-    secured = SecuredKafkaCluster(users={"alice": ALICE, "bob": BOB})
-    try:
-        secured.start()
-    except Exception as exc:  # noqa: BLE001 - a broker that cannot start fails the module
-        pytest.fail(f"The secured Kafka cluster could not start: {exc}", pytrace=False)
-    # The executors' consumer groups: the source's default and the DStreams' "<group>-executor".
-    secured.grant("User:alice", "group", "spark-kafka-source", "READ", prefixed=True)
-    yield secured
-    secured.stop()
+@pytest.fixture()
+def cluster(secured_cluster: SecuredKafkaCluster) -> SecuredKafkaCluster:
+    """The session's secured cluster (tests/integration/conftest.py)."""
+    return secured_cluster
 
 
 def _topic(cluster: SecuredKafkaCluster, *grants: str, records: int = 4) -> str:

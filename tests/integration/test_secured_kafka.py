@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +19,13 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from kafka_direct.testing.secured_cluster import SecuredKafkaCluster
+from tests.integration.secured_helpers import ALICE
 from tests.integration.secured_helpers import produce as _produce
 from tests.integration.secured_helpers import read_back as _read_back
 from tests.integration.secured_helpers import values as _values
 
 pytestmark = pytest.mark.slow
 
-ALICE, BOB = "alice-s3cr3t-pw", "bob-s3cr3t-pw"
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
 
@@ -35,17 +34,10 @@ def jaas(module: str, user: str, password: str) -> str:
     return f'{module} required username="{user}" password="{password}";'
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[SecuredKafkaCluster]:
-    secured = SecuredKafkaCluster(users={"alice": ALICE, "bob": BOB})
-    try:
-        secured.start()
-    except Exception as exc:  # noqa: BLE001 - a broker that cannot start fails the module
-        pytest.fail(f"The secured Kafka cluster could not start: {exc}", pytrace=False)
-    # The executors' consumer groups (never the user's: assign only, no commits).
-    secured.grant("User:alice", "group", "spark-kafka-source", "READ", prefixed=True)
-    yield secured
-    secured.stop()
+@pytest.fixture()
+def cluster(secured_cluster: SecuredKafkaCluster) -> SecuredKafkaCluster:
+    """The session's secured cluster (tests/integration/conftest.py)."""
+    return secured_cluster
 
 
 def _topic(cluster: SecuredKafkaCluster, *grants: str) -> str:
