@@ -247,11 +247,34 @@ def test_refused_acknowledgements_are_counted_and_name_the_lock_setting(
     class TP:
         topic, partition = "t", 0
 
+    rcv.take([Msg(o, b"v") for o in range(1, 6)], polled=100.0)
     rcv.on_acknowledged({TP(): {1, 2}}, None)
     with caplog.at_level(logging.WARNING):
         rcv.on_acknowledged({TP(): {3, 4, 5}}, "INVALID_RECORD_STATE")
-    assert (rcv.status.acked, rcv.status.ack_failures) == (2, 3)
+    assert (rcv.status.acked, rcv.status.ack_failures, rcv.status.accept_refused) == (2, 3, 3)
     assert "share.record.lock.duration.ms" in caplog.text and "not a loss" in caplog.text
+
+
+def test_refused_releases_of_records_held_past_their_lock_are_not_repeats(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock_box: list[Clock] = []
+
+    def slow(_record: Any) -> None:
+        clock_box[0].now += 6.0
+
+    rcv, _consumer, clock, _ = receiver(tmp_path, check=slow, lock_s=10.0)
+    clock_box.append(clock)
+
+    class TP:
+        topic, partition = "t", 0
+
+    rcv.take([Msg(0, b"a"), Msg(1, b"b")], polled=clock.now)  # expired: released, not logged
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        rcv.on_acknowledged({TP(): {0, 1}}, "INVALID_RECORD_STATE")
+    assert (rcv.status.ack_failures, rcv.status.accept_refused) == (2, 0)
+    assert "were not logged" in caplog.text and "a repeat" not in caplog.text
 
 
 @pytest.mark.parametrize(

@@ -90,3 +90,5 @@ def share_receiver_task(spec: ReceiverSpec, _rows: Iterable[Any]) -> None:
             consumer.close()
         except (KafkaException, RuntimeError) as exc:
             log.warning("Share receiver %d: closing its consumer failed: %s", spec.receiver, exc)
+        # close() delivers the answers to the last acknowledgements: count them.
+        receiver.report()

@@ -45,6 +45,7 @@ from kafka_direct.dstream.receiver.control import (
 )
 from kafka_direct.dstream.receiver.control import resident_bytes as _rss
 from kafka_direct.dstream.receiver.loop import ReceiverSpec
+from kafka_direct.dstream.receiver.share_acks import ACCEPT, REJECT, RELEASE, AckLedger
 from kafka_direct.dstream.receiver.wal import BlockMeta, BlockWriter
 from kafka_direct.logs import RepeatLimiter
 
@@ -103,6 +104,7 @@ class ShareReceiver:
         self._flushed_at = clock()
         self._pending_checked = self._signals_checked = self._reported = -1e18
         self._warnings = RepeatLimiter()
+        self._ledger = AckLedger()
         self.status = ReceiverStatus(
             receiver=spec.receiver,
             run=spec.run,
@@ -184,8 +186,7 @@ class ShareReceiver:
         if kept:
             self._log_block(keep, redelivered)
             for message in kept:  # only now: the block is durable
-                self.consumer.acknowledge(message, self.acks.accept)
-            self._unflushed_acks += len(kept)
+                self._acknowledge(message, ACCEPT)
         if held > self.config.lock_duration_s / 2:
             self._warn_lock(held, len(kept), expired=False)
 
@@ -202,26 +203,44 @@ class ShareReceiver:
 
     def on_acknowledged(self, offsets: Any, error: Any) -> None:
         """The broker's answer to a set of acknowledgements (the client's commit callback)."""
-        records = sum(len(v) for v in (offsets or {}).values())
-        if error is None:
-            self.status.acked += records
+        outcome = self._ledger.settle(offsets, refused=error is not None)
+        self.status.acked += outcome.confirmed
+        self.status.ack_failures += outcome.refused_accepts + outcome.refused_others
+        self.status.accept_refused += outcome.refused_accepts
+        shown = ", ".join(f"{tp.topic}-{tp.partition}" for tp in (offsets or {})) or "?"
+        if outcome.refused_others:
+            # Released or rejected records: nothing of them was logged, so nothing repeats.
+            log.info(
+                "Share receiver %d: the broker refused %d release/reject acknowledgement(s) of "
+                "%s (%s); those records were not logged",
+                self.spec.receiver,
+                outcome.refused_others,
+                shown,
+                error,
+            )
+        if not outcome.refused_accepts:
             return
-        self.status.ack_failures += records
-        shown = ", ".join(f"{tp.topic}-{tp.partition}" for tp in (offsets or {}))
         self._warnings.log(
             log,
             logging.WARNING,
             "ack",
-            "Share receiver %d: the broker refused the acknowledgements of %d record(s) of %s "
-            "(%s). They are in the log already, and the group delivers them again: a repeat, "
-            "not a loss. If their lock had expired, raise the group config %s (now %.0f ms).",
+            "Share receiver %d: the broker refused the acknowledgements of %d logged record(s) "
+            "of %s (%s). They are in the log already, and the group delivers them again: a "
+            "repeat, not a loss. If their lock had expired, raise the group config %s (now "
+            "%.0f ms).",
             self.spec.receiver,
-            records,
-            shown or "?",
+            outcome.refused_accepts,
+            shown,
             error,
             LOCK_SETTING,
             self.config.lock_duration_s * 1000,
         )
+
+    def _acknowledge(self, message: Any, kind: str) -> None:
+        ack = {ACCEPT: self.acks.accept, RELEASE: self.acks.release, REJECT: self.acks.reject}
+        self.consumer.acknowledge(message, ack[kind])
+        self._ledger.note(message.topic(), message.partition(), message.offset(), kind)
+        self._unflushed_acks += 1
 
     # -- per record ----------------------------------------------------------------------------
 
@@ -244,8 +263,7 @@ class ShareReceiver:
             if count >= self.config.max_delivery_attempts:
                 self._reject(message, count, why)
             else:
-                self.consumer.acknowledge(message, self.acks.release)
-                self._unflushed_acks += 1
+                self._acknowledge(message, RELEASE)
                 self.status.released += 1
                 log.info(
                     "Share receiver %d released %s-%d@%d (delivery %d of %d): %s",
@@ -261,8 +279,7 @@ class ShareReceiver:
         return True
 
     def _reject(self, message: Any, count: int, why: str) -> None:
-        self.consumer.acknowledge(message, self.acks.reject)
-        self._unflushed_acks += 1
+        self._acknowledge(message, REJECT)
         self.status.rejected += 1
         entry = {
             "topic": message.topic(),
@@ -314,7 +331,7 @@ class ShareReceiver:
         for message in kept:
             # No longer in flight (the client may say so): there is nothing to hand back.
             with contextlib.suppress(Exception):
-                self.consumer.acknowledge(message, self.acks.release)
+                self._acknowledge(message, RELEASE)
         self.status.lock_expired += len(kept)
         self._warn_lock(held, len(kept), expired=True)
 
@@ -373,6 +390,10 @@ class ShareReceiver:
             return None
         self._signals_checked = now
         return self.signals.stop_reason()
+
+    def report(self) -> None:
+        """Write the status now (after ``close``: its last acknowledgements' answers)."""
+        self._report_now(self._clock(), force=True)
 
     def _set_state(self, state: str) -> None:
         self.status.state = state
