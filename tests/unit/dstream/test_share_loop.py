@@ -326,3 +326,22 @@ def test_the_ack_interval_must_sit_well_inside_the_lock() -> None:
     check_lock_budget(config, 30.0)
     with pytest.raises(ConfigurationError, match=r"share\.record\.lock\.duration\.ms"):
         check_lock_budget(config, 15.0)
+
+
+def test_a_lost_lock_is_warned_about_even_right_after_a_slow_poll_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock_box: list[Clock] = []
+    cost = {b"slow": 6.0, b"late": 11.0}
+
+    def check(record: Any) -> None:
+        clock_box[0].now += cost.get(record.value, 0.0)
+
+    rcv, _consumer, clock, _ = receiver(tmp_path, check=check, lock_s=10.0)
+    clock_box.append(clock)
+    with caplog.at_level(logging.WARNING):
+        rcv.take([Msg(0, b"slow")], polled=clock.now)  # 6 s of 10: logged, and warned
+        rcv.take([Msg(1, b"late")], polled=clock.now)  # 11 s of 10: lost, warned again
+    assert "more than half the lock" in caplog.text
+    assert "past their lock: they were not logged" in caplog.text
+    assert (rcv.status.records, rcv.status.lock_expired) == (1, 1)

@@ -345,7 +345,7 @@ class ShareReceiver:
         self._warnings.log(
             log,
             logging.WARNING,
-            "lock",
+            "lock expired" if expired else "lock slow",
             "Share receiver %d %s. Raise the group config %s (now %.0f ms; broker default "
             "group.share.record.lock.duration.ms), or make recordCheck faster.",
             self.spec.receiver,
