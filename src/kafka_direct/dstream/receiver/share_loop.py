@@ -30,33 +30,22 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import time
 from collections.abc import Callable
 from typing import Any
 
 from kafka_direct.config.share import ShareRecord, ShareStreamConfig
 from kafka_direct.consumer.rows import to_record_batch
-from kafka_direct.dstream.receiver.control import (
-    ReceiverSignals,
-    ReceiverStatus,
-    append_rejected,
-    write_status,
-)
-from kafka_direct.dstream.receiver.control import resident_bytes as _rss
-from kafka_direct.dstream.receiver.loop import ReceiverSpec
+from kafka_direct.dstream.receiver.base import PENDING_EVERY_S, BaseReceiver, ReceiverSpec
+from kafka_direct.dstream.receiver.control import ReceiverSignals, ReceiverStatus, append_rejected
 from kafka_direct.dstream.receiver.share_acks import ACCEPT, REJECT, RELEASE, AckLedger
 from kafka_direct.dstream.receiver.wal import BlockMeta, BlockWriter
-from kafka_direct.logs import RepeatLimiter
 
 __all__ = ["AckTypes", "ShareReceiver"]
 
 log = logging.getLogger(__name__)
 
 _POLL_TIMEOUT_S = 0.5
-_PENDING_EVERY_S = 0.1
-_SIGNALS_EVERY_S = 0.25
-_STATUS_EVERY_S = 1.0
 #: Setting named when records outlive their lock.
 LOCK_SETTING = "share.record.lock.duration.ms"
 
@@ -68,8 +57,10 @@ class AckTypes:
         self.accept, self.release, self.reject = accept, release, reject
 
 
-class ShareReceiver:
+class ShareReceiver(BaseReceiver):
     """One share receiver's loop around an injected share consumer (the client's, or a fake)."""
+
+    KIND = "Share receiver"
 
     def __init__(
         self,
@@ -86,64 +77,38 @@ class ShareReceiver:
         name_rejected: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         assert isinstance(spec.config, ShareStreamConfig)
-        self.spec = spec
+        super().__init__(
+            spec,
+            consumer,
+            writer,
+            signals,
+            classify_error=classify_error,
+            clock=clock,
+            sleep=sleep,
+            report=report,
+        )
         self.config: ShareStreamConfig = spec.config
-        self.consumer = consumer
-        self.writer = writer
-        self.signals = signals
         self.acks = acks
-        self._classify_error = classify_error
-        self._clock = clock
-        self._sleep = sleep
-        self._report = report or (lambda status: write_status(spec.root, status))
         self._name_rejected = name_rejected or (
             lambda entry: append_rejected(spec.root, spec.run, spec.receiver, entry)
         )
-        self.paused = False
         self._unflushed_acks = 0
         self._flushed_at = clock()
-        self._pending_checked = self._signals_checked = self._reported = -1e18
-        self._warnings = RepeatLimiter()
         self._ledger = AckLedger()
-        self.status = ReceiverStatus(
-            receiver=spec.receiver,
-            run=spec.run,
-            host=os.uname().nodename,
-            pid=os.getpid(),
-            attempt=spec.attempt,
-        )
 
     # -- the loop ------------------------------------------------------------------------------
 
-    def run(self) -> str:
-        """Receive until told to stop; returns why it stopped. Raises what killed it."""
-        log.info(
-            "Share receiver %d (attempt %d) of group '%s' starts on %s, pid %d",
-            self.spec.receiver,
-            self.spec.attempt,
-            self.config.group,
-            self.status.host,
-            self.status.pid,
-        )
+    def _start(self) -> None:
         self.consumer.set_acknowledgement_commit_callback(self.on_acknowledged)
         self.consumer.subscribe(list(self.config.topics))
         self.status.assignment = [f"{t} (shared)" for t in self.config.topics]
-        self._set_state("running")
-        try:
-            while True:
-                reason = self._stop_reason()
-                if reason is not None:
-                    break
-                self.step()
-            self.flush_acks(force=True)
-        except BaseException as exc:
-            self.status.error = f"{type(exc).__name__}: {exc}"
-            self.status.fatal = _is_fatal(exc)
-            self._set_state("failed")
-            raise
-        log.info("Share receiver %d stops: %s", self.spec.receiver, reason)
-        self._set_state("stopped")
-        return reason
+
+    def _finish(self) -> None:
+        self.flush_acks(force=True)
+
+    def closed(self) -> None:
+        # close() delivers the answers to the last acknowledgements: count them.
+        self.report()
 
     def step(self) -> None:
         """One turn: back-pressure, then poll, check, log, acknowledge."""
@@ -354,23 +319,10 @@ class ShareReceiver:
             self.config.lock_duration_s * 1000,
         )
 
-    def _consumer_error(self, error: Any) -> None:
-        problem = self._classify_error(error)
-        if problem is not None:
-            raise problem
-        self._warnings.log(
-            log,
-            logging.WARNING,
-            error.name(),
-            "Share receiver %d: %s",
-            self.spec.receiver,
-            error.str(),
-        )
-
     # -- back-pressure, signals, status --------------------------------------------------------
 
     def _apply_pause(self, now: float) -> None:
-        if now - self._pending_checked < _PENDING_EVERY_S:
+        if now - self._pending_checked < PENDING_EVERY_S:
             return
         self._pending_checked = now
         should = self.writer.pending() >= self.config.max_pending_blocks
@@ -383,36 +335,3 @@ class ShareReceiver:
                 "paused: the log is full" if should else "resumed",
             )
             self._set_state("paused" if should else "running")
-
-    def _stop_reason(self) -> str | None:
-        now = self._clock()
-        if now - self._signals_checked < _SIGNALS_EVERY_S:
-            return None
-        self._signals_checked = now
-        return self.signals.stop_reason()
-
-    def report(self) -> None:
-        """Write the status now (after ``close``: its last acknowledgements' answers)."""
-        self._report_now(self._clock(), force=True)
-
-    def _set_state(self, state: str) -> None:
-        self.status.state = state
-        self._report_now(self._clock(), force=True)
-
-    def _report_now(self, now: float, *, force: bool = False) -> None:
-        if not force and now - self._reported < _STATUS_EVERY_S:
-            return
-        self._reported = now
-        self.status.rss_bytes = _rss()
-        try:
-            self._report(self.status)
-        except OSError as exc:  # a status report must never stop the receiver
-            self._warnings.log(log, logging.WARNING, "status", "Status not written: %s", exc)
-
-
-def _is_fatal(exc: BaseException) -> bool:
-    from kafka_direct.errors import ConfigurationError, KafkaClientError
-
-    if isinstance(exc, ConfigurationError):
-        return True
-    return isinstance(exc, KafkaClientError) and not exc.retriable
