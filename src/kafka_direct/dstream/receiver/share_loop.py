@@ -12,7 +12,8 @@ One turn of the loop (:meth:`ShareReceiver.step`):
    record it refuses is released for another attempt, or rejected on its last one. A rejected
    record is named (topic, partition, offset, delivery count) in ``control/``;
 3. if the batch was held as long as the lock, it is not logged: the broker has handed it on
-   already, and the stream warns with the setting to change;
+   already, and the receiver warns with the setting to change (``lock_expired`` in its status;
+   the driver counts it in the batch's ``lock_expired_records`` and warns too);
 4. the rest is logged as one block (:meth:`~kafka_direct.dstream.wal.BlockWriter.append`:
    fsynced when it returns), and **only then** acknowledged ``ACCEPT``;
 5. the acknowledgements travel with the next ``poll``, and with a ``commit_sync`` at least every
@@ -23,7 +24,10 @@ before the next poll, so a block is one poll's records. It has no ``RENEW`` ackn
 receiver cannot extend a lock; it never needs to, because a lock covers only poll-to-log, never
 the batch that processes the records later. A record that is in the log but whose
 acknowledgement did not reach the broker (the receiver died in between, or the lock expired) is
-delivered again: a repeat, counted in the block's ``redelivered``, never a loss.
+delivered again: a repeat, counted in the block's ``redelivered``, never a loss. The broker's
+answer to each set of acknowledgements says which it refused; a refused ``ACCEPT`` is such a
+repeat (``accept_refused``, the batch's ``ack_refused_records``), a refused ``RELEASE`` is not
+(:mod:`~kafka_direct.dstream.receiver.share_acks` keeps what each acknowledgement said).
 """
 
 from __future__ import annotations
