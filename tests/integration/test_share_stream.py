@@ -1,7 +1,8 @@
 """The share-group stream (KafkaUtils.createShareStream, KIP-932) on real Apache Kafka 4.4.0 and a
 real local Spark: exact delivery, more receivers than partitions reading in parallel, a poison
-record rejected and named, a receiver's Python worker SIGKILLed while it holds records, and the
-driver SIGKILLed and restarted from its write-ahead log.
+record rejected and named, a receiver's Python worker SIGKILLed while it holds records, the
+driver SIGKILLed and restarted from its write-ahead log, and a poll held longer than the group's
+lock (redelivered, counted, warned about with the setting to change).
 
 Share groups need Kafka 4.2 or newer: this module starts its own 4.4.0 broker (the rest of the
 suite stays on the default version). Its only override lets a group's record lock be as short
