@@ -17,7 +17,9 @@ process of its own. The spec (JSON) says:
   ``max_delivery_attempts``, ``ack_commit_interval``, ``poison`` (a value ``recordCheck`` always
   refuses), ``cost_ms`` (a sleep per record in ``recordCheck``) and ``hold`` (a value on which,
   at its first delivery, ``recordCheck`` writes ``control/holding-PID`` and never returns: the
-  test kills that receiver there);
+  test kills that receiver there), ``slow`` and ``slow_check_s`` (a value on whose first delivery
+  ``recordCheck`` sleeps that long: past the lock), ``log_checks`` (every ``recordCheck`` call
+  appends ``topic partition offset delivery_count`` to ``control/checks-PID.txt``);
 - ``start_errors``: createStream arguments expected to fail at ``start()``; each error's type
   and message are written to ``control/start_errors.json``.
 
@@ -86,13 +88,23 @@ def _sink(
     return fn
 
 
-def _record_check(poison: str | None, hold: str | None, cost_ms: float, control: str) -> Any:
+def _record_check(share: dict[str, Any], control: str) -> Any:
+    poison, hold, slow = share.get("poison"), share.get("hold"), share.get("slow")
+    cost_ms, slow_s = float(share.get("cost_ms", 0)), float(share.get("slow_check_s", 0))
+    log_checks = bool(share.get("log_checks"))
+
     def check(record: Any) -> None:
+        if log_checks:  # one short O_APPEND write a call: whole lines even across processes
+            with open(os.path.join(control, f"checks-{os.getpid()}.txt"), "a") as f:
+                line = f"{record.topic} {record.partition} {record.offset} {record.delivery_count}"
+                f.write(line + "\n")
         if cost_ms:
             time.sleep(cost_ms / 1000)  # work per record, done in the receivers
         value = (record.value or b"").decode()
         if value == poison:
             raise ValueError(f"cannot parse {value!r}")
+        if value == slow and record.delivery_count == 1:
+            time.sleep(slow_s)  # past the lock: the whole poll is handed on
         if value == hold and record.delivery_count == 1:
             with open(os.path.join(control, f"holding-{os.getpid()}"), "w") as f:
                 f.write(str(record.offset))
@@ -114,9 +126,7 @@ def _share_stream(spark: Any, spec: dict[str, Any], s: dict[str, Any], control: 
         maxDeliveryAttempts=share.get("max_delivery_attempts", 5),
         ackCommitInterval=share.get("ack_commit_interval", 1.0),
         maxPendingBlocks=s.get("max_pending_blocks"),
-        recordCheck=_record_check(
-            share.get("poison"), share.get("hold"), float(share.get("cost_ms", 0)), control
-        ),
+        recordCheck=_record_check(share, control),
     )
 
 
@@ -128,6 +138,8 @@ def _status(name: str, stream: Any) -> dict[str, Any]:
             "rejected": stream.rejected,
             "rejected_records": sum(b.rejected_records for b in stream.batches),
             "redelivered": sum(b.redelivered_records for b in stream.batches),
+            "lock_expired": sum(b.lock_expired_records for b in stream.batches),
+            "ack_refused": sum(b.ack_refused_records for b in stream.batches),
         }
     return {
         **share,

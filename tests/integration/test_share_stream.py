@@ -1,7 +1,8 @@
 """The share-group stream (KafkaUtils.createShareStream, KIP-932) on real Apache Kafka 4.4.0 and a
 real local Spark: exact delivery, more receivers than partitions reading in parallel, a poison
-record rejected and named, a receiver's Python worker SIGKILLed while it holds records, and the
-driver SIGKILLed and restarted from its write-ahead log.
+record rejected and named, a receiver's Python worker SIGKILLed while it holds records, the
+driver SIGKILLed and restarted from its write-ahead log, and a poll held longer than the group's
+lock (redelivered, counted, warned about with the setting to change).
 
 Share groups need Kafka 4.2 or newer: this module starts its own 4.4.0 broker (the rest of the
 suite stays on the default version). Its only override lets a group's record lock be as short
@@ -35,6 +36,8 @@ pytestmark = pytest.mark.serial
 KAFKA_VERSION = "4.4.0"
 #: The kill test's group lock: the records the killed receiver held come back after it.
 SHORT_LOCK_MS = 5000
+#: The slow-check test's group lock; recordCheck takes 1.5 times it on one record.
+SLOW_LOCK_MS = 3000
 
 
 @pytest.fixture(scope="module")
@@ -252,3 +255,88 @@ def test_driver_killed_and_restarted_replays_its_write_ahead_log(
     assert final["recovered_blocks"] > 0
     assert repeats == stalled > 0  # only the batch the dead driver never marked done
     assert final["redelivered"] == 0  # the broker delivered nothing twice
+
+
+def test_a_poll_held_past_its_lock_is_redelivered_counted_and_warned_about(
+    bootstrap: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """``recordCheck`` takes longer than the group's lock on one record's first delivery: its
+    whole poll is handed on by the broker. The stream warns naming the setting, every record is
+    processed, and each delivery the check saw is either processed or counted as held past its
+    lock, so the progress accounts for every redelivery and repeat."""
+    work = tmp_path_factory.mktemp("share-lock")
+    topic, group = _share_topic(
+        bootstrap, "lock", **{"share.record.lock.duration.ms": str(SLOW_LOCK_MS)}
+    )
+    slow = f"{topic}|p0|10"
+    stream = _stream(
+        "s",
+        topic,
+        group,
+        work,
+        1,
+        slow=slow,
+        slow_check_s=SLOW_LOCK_MS / 1000 * 1.5,
+        log_checks=True,
+        ack_commit_interval=0.5,
+    )
+    app = App(work, "app", {"bootstrap": bootstrap, "cores": 3, "streams": [stream]})
+    db = work / "s.db"
+
+    def settled() -> bool:
+        # The driver has taken in what the receiver reported, and the repeats the refused
+        # acknowledgements owe have arrived (a refused ACCEPT's record comes back: logged twice).
+        status = app.status("s") or {}
+        [receiver] = status.get("receivers") or [{}]
+        return (
+            len(sink_rows(db)) == len(produced)
+            and status.get("lock_expired") == receiver.get("lock_expired")
+            and status.get("ack_refused") == receiver.get("accept_refused")
+            and deliveries(db) - len(produced) >= status.get("ack_refused", 0)
+        )
+
+    app.start()
+    try:
+        app.wait(lambda: _running(app, "s") == 1, "the receiver running", 600)
+        produced = produce_known(bootstrap, topic, per_partition=60)
+        app.wait(settled, "every record processed and the driver caught up", 300)
+        app.stop()
+    except BaseException:
+        app.kill()
+        raise
+    final = app.status("s")
+    assert final is not None and final["error"] is None
+    assert sink_rows(db) == rows_of(produced)  # every record, at least once: count and content
+
+    # What the test saw: every delivery the receiver checked, with its delivery count.
+    calls = [
+        line.split()
+        for path in sorted(app.control.glob("checks-*.txt"))
+        for line in path.read_text().splitlines()
+    ]
+    redeliveries_seen = sum(1 for c in calls if int(c[3]) > 1)
+    processed = deliveries(db)
+    repeats = processed - len(produced)
+    print(
+        f"\nlock {SLOW_LOCK_MS} ms: {len(calls)} deliveries checked ({redeliveries_seen} with a "
+        f"count above 1), {processed} processed ({repeats} repeats); progress: "
+        f"{final['lock_expired']} held past the lock, {final['ack_refused']} refused, "
+        f"{final['redelivered']} redelivered"
+    )
+    assert final["lock_expired"] >= 1  # the slow poll, at least
+    # Every delivery was processed or counted as held past its lock: none unaccounted for.
+    assert len(calls) == processed + final["lock_expired"]
+    # Each repeat is a logged record whose ACCEPT the broker refused.
+    assert repeats == final["ack_refused"]
+    # A record logged with a delivery count above 1 is a delivery the check saw as one; only
+    # those held past their lock again were not logged.
+    assert redeliveries_seen - final["lock_expired"] <= final["redelivered"] <= redeliveries_seen
+    assert final["redelivered"] >= 1
+
+    lock_ms = f"share.record.lock.duration.ms (now {SLOW_LOCK_MS} ms"
+    workers = app.worker_log.read_text(errors="replace")
+    assert "past their lock: they were not logged" in workers and lock_ms in workers
+    assert "Raise the group config" in workers
+    driver = app.log.read_text(errors="replace")
+    assert f"share.record.lock.duration.ms, now {SLOW_LOCK_MS} ms: raise it" in driver
+    assert f"--entity-name {group} --alter --add-config" in driver

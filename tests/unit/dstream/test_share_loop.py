@@ -247,11 +247,34 @@ def test_refused_acknowledgements_are_counted_and_name_the_lock_setting(
     class TP:
         topic, partition = "t", 0
 
+    rcv.take([Msg(o, b"v") for o in range(1, 6)], polled=100.0)
     rcv.on_acknowledged({TP(): {1, 2}}, None)
     with caplog.at_level(logging.WARNING):
         rcv.on_acknowledged({TP(): {3, 4, 5}}, "INVALID_RECORD_STATE")
-    assert (rcv.status.acked, rcv.status.ack_failures) == (2, 3)
+    assert (rcv.status.acked, rcv.status.ack_failures, rcv.status.accept_refused) == (2, 3, 3)
     assert "share.record.lock.duration.ms" in caplog.text and "not a loss" in caplog.text
+
+
+def test_refused_releases_of_records_held_past_their_lock_are_not_repeats(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock_box: list[Clock] = []
+
+    def slow(_record: Any) -> None:
+        clock_box[0].now += 6.0
+
+    rcv, _consumer, clock, _ = receiver(tmp_path, check=slow, lock_s=10.0)
+    clock_box.append(clock)
+
+    class TP:
+        topic, partition = "t", 0
+
+    rcv.take([Msg(0, b"a"), Msg(1, b"b")], polled=clock.now)  # expired: released, not logged
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        rcv.on_acknowledged({TP(): {0, 1}}, "INVALID_RECORD_STATE")
+    assert (rcv.status.ack_failures, rcv.status.accept_refused) == (2, 0)
+    assert "were not logged" in caplog.text and "a repeat" not in caplog.text
 
 
 @pytest.mark.parametrize(
@@ -303,3 +326,22 @@ def test_the_ack_interval_must_sit_well_inside_the_lock() -> None:
     check_lock_budget(config, 30.0)
     with pytest.raises(ConfigurationError, match=r"share\.record\.lock\.duration\.ms"):
         check_lock_budget(config, 15.0)
+
+
+def test_a_lost_lock_is_warned_about_even_right_after_a_slow_poll_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock_box: list[Clock] = []
+    cost = {b"slow": 6.0, b"late": 11.0}
+
+    def check(record: Any) -> None:
+        clock_box[0].now += cost.get(record.value, 0.0)
+
+    rcv, _consumer, clock, _ = receiver(tmp_path, check=check, lock_s=10.0)
+    clock_box.append(clock)
+    with caplog.at_level(logging.WARNING):
+        rcv.take([Msg(0, b"slow")], polled=clock.now)  # 6 s of 10: logged, and warned
+        rcv.take([Msg(1, b"late")], polled=clock.now)  # 11 s of 10: lost, warned again
+    assert "more than half the lock" in caplog.text
+    assert "past their lock: they were not logged" in caplog.text
+    assert (rcv.status.records, rcv.status.lock_expired) == (1, 1)

@@ -9,13 +9,14 @@ Everything that touches the Kafka client is here, so the loop in
 - :func:`commit`: a synchronous commit of a logged block's offsets, translated;
 - :func:`consumer_error`: which error events end the receiver (a fatal client error, a denied
   ACL, no committed offset under ``auto.offset.reset=none``) and which only warn;
-- :func:`receiver_task`: what ``foreachPartition`` runs, from start to leaving the group.
+- :func:`receiver_task`: what ``foreachPartition`` runs, from start to leaving the group, through
+  :func:`run_receiver_task`, which the share receiver's task runs too.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException
@@ -23,6 +24,7 @@ from confluent_kafka import TopicPartition as CkTopicPartition
 
 from kafka_direct.config.receiver import ReceiverStreamConfig
 from kafka_direct.consumer.rows import ARROW_SCHEMA, ARROW_SCHEMA_WITH_HEADERS
+from kafka_direct.dstream.receiver.base import BaseReceiver
 from kafka_direct.dstream.receiver.control import ReceiverSignals, ReceiverStatus, write_status
 from kafka_direct.dstream.receiver.loop import Receiver, ReceiverSpec
 from kafka_direct.dstream.receiver.wal import BlockWriter
@@ -33,7 +35,7 @@ from kafka_direct.kafka.logs import client_hooks
 from kafka_direct.kafka.translate import config_error, kafka_errors, translate
 from kafka_direct.logs import ensure_worker_logging
 
-__all__ = ["commit", "consumer_error", "new_consumer", "receiver_task"]
+__all__ = ["commit", "consumer_error", "new_consumer", "receiver_task", "run_receiver_task"]
 
 log = logging.getLogger(__name__)
 
@@ -103,9 +105,38 @@ def consumer_error(error: KafkaError, config: ReceiverStreamConfig) -> KafkaDire
 
 def receiver_task(spec: ReceiverSpec, _rows: Iterable[Any]) -> None:
     """The receiver's Spark task (``foreachPartition``): runs until the stream stops."""
+
+    def build(consumer: Any, writer: BlockWriter, signals: ReceiverSignals) -> Receiver:
+        return Receiver(
+            spec,
+            consumer,
+            writer,
+            signals,
+            committer=lambda offsets: commit(consumer, offsets, spec.receiver),
+            classify_error=lambda error: consumer_error(error, spec.config),
+        )
+
+    run_receiver_task(
+        spec,
+        lambda: new_consumer(spec.config, spec.receiver),
+        build,
+        durable=spec.config.write_ahead_log,
+    )
+
+
+def run_receiver_task(
+    spec: ReceiverSpec,
+    open_consumer: Callable[[], Any],
+    build: Callable[[Any, BlockWriter, ReceiverSignals], BaseReceiver],
+    *,
+    durable: bool,
+) -> None:
+    """A receiver task from start to end, whichever its loop: open the consumer (a failure is
+    reported in the receiver's status, fatal or not), run the loop until the stream stops, then
+    leave the group at once, so that what it held moves now, not after a session timeout."""
     ensure_worker_logging()
     try:
-        consumer = new_consumer(spec.config, spec.receiver)
+        consumer = open_consumer()
     except KafkaDirectError as exc:
         failed = ReceiverStatus(spec.receiver, spec.run, state="failed", attempt=spec.attempt)
         failed.error = f"{type(exc).__name__}: {exc}"
@@ -113,16 +144,9 @@ def receiver_task(spec: ReceiverSpec, _rows: Iterable[Any]) -> None:
         write_status(spec.root, failed)
         raise exc.with_traceback(None) from None
     schema = ARROW_SCHEMA_WITH_HEADERS if spec.config.include_headers else ARROW_SCHEMA
-    writer = BlockWriter(spec.root, spec.run, durable=spec.config.write_ahead_log, schema=schema)
+    writer = BlockWriter(spec.root, spec.run, durable=durable, schema=schema)
     signals = ReceiverSignals(spec.root, spec.run, orphan_timeout_s=spec.orphan_timeout_s)
-    receiver = Receiver(
-        spec,
-        consumer,
-        writer,
-        signals,
-        committer=lambda offsets: commit(consumer, offsets, spec.receiver),
-        classify_error=lambda error: consumer_error(error, spec.config),
-    )
+    receiver = build(consumer, writer, signals)
     try:
         receiver.run()
     except KafkaDirectError as exc:
@@ -130,7 +154,9 @@ def receiver_task(spec: ReceiverSpec, _rows: Iterable[Any]) -> None:
     finally:
         receiver.abandon()
         try:
-            # Leaves the group at once, so the partitions move now, not after a session timeout.
             consumer.close()
         except (KafkaException, RuntimeError) as exc:
-            log.warning("Receiver %d: closing its consumer failed: %s", spec.receiver, exc)
+            log.warning(
+                "%s %d: closing its consumer failed: %s", receiver.KIND, spec.receiver, exc
+            )
+        receiver.closed()

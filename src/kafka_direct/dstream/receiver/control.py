@@ -150,6 +150,7 @@ class ReceiverStatus:
     released: int = 0  # records handed back for another attempt (recordCheck raised)
     lock_expired: int = 0  # records not logged: held past the lock, the broker hands them on
     ack_failures: int = 0  # acknowledgements the broker refused (the records come back)
+    accept_refused: int = 0  # of those, ACCEPTs of logged records: each is processed twice
     acked: int = 0  # acknowledgements the broker confirmed
     rss_bytes: int = 0  # the receiver process's resident memory
     error: str | None = None

@@ -28,7 +28,6 @@ that the partition's next owner reads those records again.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -36,14 +35,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from kafka_direct.config.receiver import ReceiverStreamConfig
 from kafka_direct.consumer.budget import consume_within
 from kafka_direct.consumer.rows import to_record_batch
-from kafka_direct.dstream.receiver.control import ReceiverSignals, ReceiverStatus, write_status
-from kafka_direct.dstream.receiver.control import resident_bytes as _rss
+from kafka_direct.dstream.receiver.base import PENDING_EVERY_S, BaseReceiver, ReceiverSpec
+from kafka_direct.dstream.receiver.control import ReceiverSignals, ReceiverStatus
 from kafka_direct.dstream.receiver.policy import BlockCutter, PauseRule, RateLimiter
 from kafka_direct.dstream.receiver.wal import BlockMeta, BlockWriter
-from kafka_direct.logs import RepeatLimiter
 
 __all__ = ["Receiver", "ReceiverSpec"]
 
@@ -52,22 +49,6 @@ log = logging.getLogger(__name__)
 #: Most records taken from the consumer in one call: their Python objects are the receiver's
 #: other transient memory, next to the block.
 _MAX_CONSUME = 5_000
-#: How often the receiver looks at the control files, the log's size, and reports its status.
-_SIGNALS_EVERY_S = 0.25
-_PENDING_EVERY_S = 0.1
-_STATUS_EVERY_S = 1.0
-
-
-@dataclass(frozen=True)
-class ReceiverSpec:
-    """Everything a receiver task needs, pickled by the driver into the task."""
-
-    config: ReceiverStreamConfig
-    root: str  # walDir
-    run: str
-    receiver: int
-    attempt: int
-    orphan_timeout_s: float
 
 
 @dataclass
@@ -106,7 +87,7 @@ def _tp_of(batch: pa.RecordBatch) -> tuple[str, int]:
     return str(batch.column(2)[0].as_py()), int(batch.column(3)[0].as_py())
 
 
-class Receiver:
+class Receiver(BaseReceiver):
     """One receiver's loop around an injected consumer (confluent-kafka's, or a test fake)."""
 
     def __init__(
@@ -122,69 +103,38 @@ class Receiver:
         sleep: Callable[[float], None] = time.sleep,
         report: Callable[[ReceiverStatus], None] | None = None,
     ) -> None:
+        super().__init__(
+            spec,
+            consumer,
+            writer,
+            signals,
+            classify_error=classify_error,
+            clock=clock,
+            sleep=sleep,
+            report=report,
+        )
         config = spec.config
-        self.spec = spec
-        self.consumer = consumer
-        self.writer = writer
-        self.signals = signals
         self._commit_offsets = committer
-        self._classify_error = classify_error
-        self._clock = clock
-        self._sleep = sleep
-        self._report = report or (lambda status: write_status(spec.root, status))
         self.limiter = RateLimiter(config.max_rate_per_receiver, config.block_interval_s, clock)
         self.cutter = BlockCutter(config.block_interval_s)
         self.rule = PauseRule(config.max_pending_blocks)
         self.block = _Block()
         #: The mean size of the records received so far: sizes the first chunk of a read.
         self._record_bytes: float | None = None
-        self.paused = False
         self._repause = False
-        self._pending_checked = self._signals_checked = self._reported = -1e18
-        self._warnings = RepeatLimiter()
-        self.status = ReceiverStatus(
-            receiver=spec.receiver,
-            run=spec.run,
-            host=os.uname().nodename,
-            pid=os.getpid(),
-            attempt=spec.attempt,
-        )
 
     # -- the loop ------------------------------------------------------------------------------
 
-    def run(self) -> str:
-        """Receive until told to stop; returns why it stopped. Raises what killed it."""
-        log.info(
-            "Receiver %d (attempt %d) of group '%s' starts on %s, pid %d",
-            self.spec.receiver,
-            self.spec.attempt,
-            self.spec.config.group,
-            self.status.host,
-            self.status.pid,
-        )
+    def _start(self) -> None:
         self.consumer.subscribe(
             list(self.spec.config.topics),
             on_assign=self._on_assign,
             on_revoke=self._on_revoke,
             on_lost=self._on_lost,
         )
-        self._set_state("running")
-        try:
-            while True:
-                reason = self._stop_reason()
-                if reason is not None:
-                    break
-                self.step()
-            self.flush("stop")
-        except BaseException as exc:
-            self.abandon()
-            self.status.error = f"{type(exc).__name__}: {exc}"
-            self.status.fatal = _is_fatal(exc)
-            self._set_state("failed")
-            raise
-        log.info("Receiver %d stops: %s", self.spec.receiver, reason)
-        self._set_state("stopped")
-        return reason
+
+    def _finish(self) -> None:
+        self.flush("stop")
 
     def step(self) -> None:
         """One turn: close a due block, apply back-pressure, take what the rate allows."""
@@ -261,14 +211,6 @@ class Receiver:
             )
             self.block.add((topic, partition), record_batch, batch[0].offset(), batch[-1].offset())
 
-    def _consumer_error(self, error: Any) -> None:
-        problem = self._classify_error(error)
-        if problem is not None:
-            raise problem
-        self._warnings.log(
-            log, logging.WARNING, error.name(), "Receiver %d: %s", self.spec.receiver, error.str()
-        )
-
     def abandon(self) -> None:
         """Forget what is not logged yet (never committed: Kafka delivers it again), so that
         leaving the group after a failure logs and commits nothing more."""
@@ -306,7 +248,7 @@ class Receiver:
     # -- back-pressure, signals, status --------------------------------------------------------
 
     def _apply_pause(self, now: float) -> None:
-        if now - self._pending_checked < _PENDING_EVERY_S:
+        if now - self._pending_checked < PENDING_EVERY_S:
             return
         self._pending_checked = now
         should = self.rule.paused(self.writer.pending())
@@ -331,32 +273,3 @@ class Receiver:
         assignment = self.consumer.assignment()
         if assignment:
             self.consumer.pause(assignment)
-
-    def _stop_reason(self) -> str | None:
-        now = self._clock()
-        if now - self._signals_checked < _SIGNALS_EVERY_S:
-            return None
-        self._signals_checked = now
-        return self.signals.stop_reason()
-
-    def _set_state(self, state: str) -> None:
-        self.status.state = state
-        self._report_now(self._clock(), force=True)  # a change of state is reported at once
-
-    def _report_now(self, now: float, *, force: bool = False) -> None:
-        if not force and now - self._reported < _STATUS_EVERY_S:
-            return
-        self._reported = now
-        self.status.rss_bytes = _rss()
-        try:
-            self._report(self.status)
-        except OSError as exc:  # a status report must never stop the receiver
-            self._warnings.log(log, logging.WARNING, "status", "Status not written: %s", exc)
-
-
-def _is_fatal(exc: BaseException) -> bool:
-    from kafka_direct.errors import ConfigurationError, KafkaClientError
-
-    if isinstance(exc, ConfigurationError):
-        return True
-    return isinstance(exc, KafkaClientError) and not exc.retriable

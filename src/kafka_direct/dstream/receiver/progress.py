@@ -36,6 +36,11 @@ class ReceiverBatchInfo(BatchInfo):
     #: receivers rejected since the last batch (``ShareKafkaStream.rejected`` names them).
     redelivered_records: int = 0
     rejected_records: int = 0
+    #: Share streams, as the receivers reported since the last batch: records held past their
+    #: lock before they were logged (not logged; delivered again), and logged records whose
+    #: ``ACCEPT`` the broker refused (delivered again: each is processed twice).
+    lock_expired_records: int = 0
+    ack_refused_records: int = 0
 
     def describe(self) -> str:
         ranges = ", ".join(str(r) for r in self.offset_ranges) or "no new records"
@@ -45,6 +50,10 @@ class ReceiverBatchInfo(BatchInfo):
             paused += f", {self.redelivered_records} redelivered (possible repeats)"
         if self.rejected_records:
             paused += f", {self.rejected_records} rejected"
+        if self.lock_expired_records:
+            paused += f", {self.lock_expired_records} held past their lock"
+        if self.ack_refused_records:
+            paused += f", {self.ack_refused_records} acknowledgement(s) refused (repeats)"
         return (
             f"Batch {self.batch_id}: {self.num_records} records in {self.blocks} block(s)"
             f"{extra} ({ranges}) in {self.processing_time_s:.3f} s, scheduling delay "

@@ -17,18 +17,15 @@ from typing import Any
 from confluent_kafka import AcknowledgeType, KafkaException, ShareConsumer
 
 from kafka_direct.config.receiver import ReceiverStreamConfig
-from kafka_direct.consumer.rows import ARROW_SCHEMA, ARROW_SCHEMA_WITH_HEADERS
-from kafka_direct.dstream.receiver.client import consumer_error
-from kafka_direct.dstream.receiver.control import ReceiverSignals, ReceiverStatus, write_status
+from kafka_direct.dstream.receiver.client import consumer_error, run_receiver_task
+from kafka_direct.dstream.receiver.control import ReceiverSignals
 from kafka_direct.dstream.receiver.loop import ReceiverSpec
 from kafka_direct.dstream.receiver.share_loop import AckTypes, ShareReceiver
 from kafka_direct.dstream.receiver.supervisor import check_topics
 from kafka_direct.dstream.receiver.wal import BlockWriter
-from kafka_direct.errors import ConfigurationError, KafkaDirectError
 from kafka_direct.kafka.events import ClientEvents
 from kafka_direct.kafka.logs import client_hooks
 from kafka_direct.kafka.translate import config_error, translate
-from kafka_direct.logs import ensure_worker_logging
 
 __all__ = ["check_share_cluster", "new_share_consumer", "share_receiver_task"]
 
@@ -58,35 +55,21 @@ def check_share_cluster(config: ReceiverStreamConfig) -> None:
 
 
 def share_receiver_task(spec: ReceiverSpec, _rows: Iterable[Any]) -> None:
-    """The share receiver's Spark task (``foreachPartition``): runs until the stream stops."""
-    ensure_worker_logging()
-    try:
-        consumer = new_share_consumer(spec.config, spec.receiver)
-    except KafkaDirectError as exc:
-        failed = ReceiverStatus(spec.receiver, spec.run, state="failed", attempt=spec.attempt)
-        failed.error = f"{type(exc).__name__}: {exc}"
-        failed.fatal = isinstance(exc, ConfigurationError) or not getattr(exc, "retriable", True)
-        write_status(spec.root, failed)
-        raise exc.with_traceback(None) from None
-    schema = ARROW_SCHEMA_WITH_HEADERS if spec.config.include_headers else ARROW_SCHEMA
-    writer = BlockWriter(spec.root, spec.run, durable=True, schema=schema)
-    signals = ReceiverSignals(spec.root, spec.run, orphan_timeout_s=spec.orphan_timeout_s)
-    receiver = ShareReceiver(
-        spec,
-        consumer,
-        writer,
-        signals,
-        acks=ACKS,
-        classify_error=lambda error: consumer_error(error, spec.config),
+    """The share receiver's Spark task (``foreachPartition``): runs until the stream stops.
+    Closing its consumer sends what is acknowledged and leaves the group; records polled and
+    not logged (only after a failure) go back to the group when their lock expires."""
+
+    def build(consumer: Any, writer: BlockWriter, signals: ReceiverSignals) -> ShareReceiver:
+        return ShareReceiver(
+            spec,
+            consumer,
+            writer,
+            signals,
+            acks=ACKS,
+            classify_error=lambda error: consumer_error(error, spec.config),
+        )
+
+    # Always durable: a record is acknowledged only once its block is in the log.
+    run_receiver_task(
+        spec, lambda: new_share_consumer(spec.config, spec.receiver), build, durable=True
     )
-    try:
-        receiver.run()
-    except KafkaDirectError as exc:
-        raise exc.with_traceback(None) from None
-    finally:
-        try:
-            # Sends what is acknowledged and leaves the group; records polled and not logged
-            # (only after a failure) go back to the group when their lock expires.
-            consumer.close()
-        except (KafkaException, RuntimeError) as exc:
-            log.warning("Share receiver %d: closing its consumer failed: %s", spec.receiver, exc)

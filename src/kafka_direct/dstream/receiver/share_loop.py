@@ -12,7 +12,8 @@ One turn of the loop (:meth:`ShareReceiver.step`):
    record it refuses is released for another attempt, or rejected on its last one. A rejected
    record is named (topic, partition, offset, delivery count) in ``control/``;
 3. if the batch was held as long as the lock, it is not logged: the broker has handed it on
-   already, and the stream warns with the setting to change;
+   already, and the receiver warns with the setting to change (``lock_expired`` in its status;
+   the driver counts it in the batch's ``lock_expired_records`` and warns too);
 4. the rest is logged as one block (:meth:`~kafka_direct.dstream.wal.BlockWriter.append`:
    fsynced when it returns), and **only then** acknowledged ``ACCEPT``;
 5. the acknowledgements travel with the next ``poll``, and with a ``commit_sync`` at least every
@@ -23,39 +24,32 @@ before the next poll, so a block is one poll's records. It has no ``RENEW`` ackn
 receiver cannot extend a lock; it never needs to, because a lock covers only poll-to-log, never
 the batch that processes the records later. A record that is in the log but whose
 acknowledgement did not reach the broker (the receiver died in between, or the lock expired) is
-delivered again: a repeat, counted in the block's ``redelivered``, never a loss.
+delivered again: a repeat, counted in the block's ``redelivered``, never a loss. The broker's
+answer to each set of acknowledgements says which it refused; a refused ``ACCEPT`` is such a
+repeat (``accept_refused``, the batch's ``ack_refused_records``), a refused ``RELEASE`` is not
+(:mod:`~kafka_direct.dstream.receiver.share_acks` keeps what each acknowledgement said).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import time
 from collections.abc import Callable
 from typing import Any
 
 from kafka_direct.config.share import ShareRecord, ShareStreamConfig
 from kafka_direct.consumer.rows import to_record_batch
-from kafka_direct.dstream.receiver.control import (
-    ReceiverSignals,
-    ReceiverStatus,
-    append_rejected,
-    write_status,
-)
-from kafka_direct.dstream.receiver.control import resident_bytes as _rss
-from kafka_direct.dstream.receiver.loop import ReceiverSpec
+from kafka_direct.dstream.receiver.base import PENDING_EVERY_S, BaseReceiver, ReceiverSpec
+from kafka_direct.dstream.receiver.control import ReceiverSignals, ReceiverStatus, append_rejected
+from kafka_direct.dstream.receiver.share_acks import ACCEPT, REJECT, RELEASE, AckLedger
 from kafka_direct.dstream.receiver.wal import BlockMeta, BlockWriter
-from kafka_direct.logs import RepeatLimiter
 
 __all__ = ["AckTypes", "ShareReceiver"]
 
 log = logging.getLogger(__name__)
 
 _POLL_TIMEOUT_S = 0.5
-_PENDING_EVERY_S = 0.1
-_SIGNALS_EVERY_S = 0.25
-_STATUS_EVERY_S = 1.0
 #: Setting named when records outlive their lock.
 LOCK_SETTING = "share.record.lock.duration.ms"
 
@@ -67,8 +61,10 @@ class AckTypes:
         self.accept, self.release, self.reject = accept, release, reject
 
 
-class ShareReceiver:
+class ShareReceiver(BaseReceiver):
     """One share receiver's loop around an injected share consumer (the client's, or a fake)."""
+
+    KIND = "Share receiver"
 
     def __init__(
         self,
@@ -85,63 +81,38 @@ class ShareReceiver:
         name_rejected: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         assert isinstance(spec.config, ShareStreamConfig)
-        self.spec = spec
+        super().__init__(
+            spec,
+            consumer,
+            writer,
+            signals,
+            classify_error=classify_error,
+            clock=clock,
+            sleep=sleep,
+            report=report,
+        )
         self.config: ShareStreamConfig = spec.config
-        self.consumer = consumer
-        self.writer = writer
-        self.signals = signals
         self.acks = acks
-        self._classify_error = classify_error
-        self._clock = clock
-        self._sleep = sleep
-        self._report = report or (lambda status: write_status(spec.root, status))
         self._name_rejected = name_rejected or (
             lambda entry: append_rejected(spec.root, spec.run, spec.receiver, entry)
         )
-        self.paused = False
         self._unflushed_acks = 0
         self._flushed_at = clock()
-        self._pending_checked = self._signals_checked = self._reported = -1e18
-        self._warnings = RepeatLimiter()
-        self.status = ReceiverStatus(
-            receiver=spec.receiver,
-            run=spec.run,
-            host=os.uname().nodename,
-            pid=os.getpid(),
-            attempt=spec.attempt,
-        )
+        self._ledger = AckLedger()
 
     # -- the loop ------------------------------------------------------------------------------
 
-    def run(self) -> str:
-        """Receive until told to stop; returns why it stopped. Raises what killed it."""
-        log.info(
-            "Share receiver %d (attempt %d) of group '%s' starts on %s, pid %d",
-            self.spec.receiver,
-            self.spec.attempt,
-            self.config.group,
-            self.status.host,
-            self.status.pid,
-        )
+    def _start(self) -> None:
         self.consumer.set_acknowledgement_commit_callback(self.on_acknowledged)
         self.consumer.subscribe(list(self.config.topics))
         self.status.assignment = [f"{t} (shared)" for t in self.config.topics]
-        self._set_state("running")
-        try:
-            while True:
-                reason = self._stop_reason()
-                if reason is not None:
-                    break
-                self.step()
-            self.flush_acks(force=True)
-        except BaseException as exc:
-            self.status.error = f"{type(exc).__name__}: {exc}"
-            self.status.fatal = _is_fatal(exc)
-            self._set_state("failed")
-            raise
-        log.info("Share receiver %d stops: %s", self.spec.receiver, reason)
-        self._set_state("stopped")
-        return reason
+
+    def _finish(self) -> None:
+        self.flush_acks(force=True)
+
+    def closed(self) -> None:
+        # close() delivers the answers to the last acknowledgements: count them.
+        self.report()
 
     def step(self) -> None:
         """One turn: back-pressure, then poll, check, log, acknowledge."""
@@ -184,8 +155,7 @@ class ShareReceiver:
         if kept:
             self._log_block(keep, redelivered)
             for message in kept:  # only now: the block is durable
-                self.consumer.acknowledge(message, self.acks.accept)
-            self._unflushed_acks += len(kept)
+                self._acknowledge(message, ACCEPT)
         if held > self.config.lock_duration_s / 2:
             self._warn_lock(held, len(kept), expired=False)
 
@@ -202,26 +172,44 @@ class ShareReceiver:
 
     def on_acknowledged(self, offsets: Any, error: Any) -> None:
         """The broker's answer to a set of acknowledgements (the client's commit callback)."""
-        records = sum(len(v) for v in (offsets or {}).values())
-        if error is None:
-            self.status.acked += records
+        outcome = self._ledger.settle(offsets, refused=error is not None)
+        self.status.acked += outcome.confirmed
+        self.status.ack_failures += outcome.refused_accepts + outcome.refused_others
+        self.status.accept_refused += outcome.refused_accepts
+        shown = ", ".join(f"{tp.topic}-{tp.partition}" for tp in (offsets or {})) or "?"
+        if outcome.refused_others:
+            # Released or rejected records: nothing of them was logged, so nothing repeats.
+            log.info(
+                "Share receiver %d: the broker refused %d release/reject acknowledgement(s) of "
+                "%s (%s); those records were not logged",
+                self.spec.receiver,
+                outcome.refused_others,
+                shown,
+                error,
+            )
+        if not outcome.refused_accepts:
             return
-        self.status.ack_failures += records
-        shown = ", ".join(f"{tp.topic}-{tp.partition}" for tp in (offsets or {}))
         self._warnings.log(
             log,
             logging.WARNING,
             "ack",
-            "Share receiver %d: the broker refused the acknowledgements of %d record(s) of %s "
-            "(%s). They are in the log already, and the group delivers them again: a repeat, "
-            "not a loss. If their lock had expired, raise the group config %s (now %.0f ms).",
+            "Share receiver %d: the broker refused the acknowledgements of %d logged record(s) "
+            "of %s (%s). They are in the log already, and the group delivers them again: a "
+            "repeat, not a loss. If their lock had expired, raise the group config %s (now "
+            "%.0f ms).",
             self.spec.receiver,
-            records,
-            shown or "?",
+            outcome.refused_accepts,
+            shown,
             error,
             LOCK_SETTING,
             self.config.lock_duration_s * 1000,
         )
+
+    def _acknowledge(self, message: Any, kind: str) -> None:
+        ack = {ACCEPT: self.acks.accept, RELEASE: self.acks.release, REJECT: self.acks.reject}
+        self.consumer.acknowledge(message, ack[kind])
+        self._ledger.note(message.topic(), message.partition(), message.offset(), kind)
+        self._unflushed_acks += 1
 
     # -- per record ----------------------------------------------------------------------------
 
@@ -244,8 +232,7 @@ class ShareReceiver:
             if count >= self.config.max_delivery_attempts:
                 self._reject(message, count, why)
             else:
-                self.consumer.acknowledge(message, self.acks.release)
-                self._unflushed_acks += 1
+                self._acknowledge(message, RELEASE)
                 self.status.released += 1
                 log.info(
                     "Share receiver %d released %s-%d@%d (delivery %d of %d): %s",
@@ -261,8 +248,7 @@ class ShareReceiver:
         return True
 
     def _reject(self, message: Any, count: int, why: str) -> None:
-        self.consumer.acknowledge(message, self.acks.reject)
-        self._unflushed_acks += 1
+        self._acknowledge(message, REJECT)
         self.status.rejected += 1
         entry = {
             "topic": message.topic(),
@@ -314,7 +300,7 @@ class ShareReceiver:
         for message in kept:
             # No longer in flight (the client may say so): there is nothing to hand back.
             with contextlib.suppress(Exception):
-                self.consumer.acknowledge(message, self.acks.release)
+                self._acknowledge(message, RELEASE)
         self.status.lock_expired += len(kept)
         self._warn_lock(held, len(kept), expired=True)
 
@@ -328,7 +314,7 @@ class ShareReceiver:
         self._warnings.log(
             log,
             logging.WARNING,
-            "lock",
+            "lock expired" if expired else "lock slow",
             "Share receiver %d %s. Raise the group config %s (now %.0f ms; broker default "
             "group.share.record.lock.duration.ms), or make recordCheck faster.",
             self.spec.receiver,
@@ -337,23 +323,10 @@ class ShareReceiver:
             self.config.lock_duration_s * 1000,
         )
 
-    def _consumer_error(self, error: Any) -> None:
-        problem = self._classify_error(error)
-        if problem is not None:
-            raise problem
-        self._warnings.log(
-            log,
-            logging.WARNING,
-            error.name(),
-            "Share receiver %d: %s",
-            self.spec.receiver,
-            error.str(),
-        )
-
     # -- back-pressure, signals, status --------------------------------------------------------
 
     def _apply_pause(self, now: float) -> None:
-        if now - self._pending_checked < _PENDING_EVERY_S:
+        if now - self._pending_checked < PENDING_EVERY_S:
             return
         self._pending_checked = now
         should = self.writer.pending() >= self.config.max_pending_blocks
@@ -366,32 +339,3 @@ class ShareReceiver:
                 "paused: the log is full" if should else "resumed",
             )
             self._set_state("paused" if should else "running")
-
-    def _stop_reason(self) -> str | None:
-        now = self._clock()
-        if now - self._signals_checked < _SIGNALS_EVERY_S:
-            return None
-        self._signals_checked = now
-        return self.signals.stop_reason()
-
-    def _set_state(self, state: str) -> None:
-        self.status.state = state
-        self._report_now(self._clock(), force=True)
-
-    def _report_now(self, now: float, *, force: bool = False) -> None:
-        if not force and now - self._reported < _STATUS_EVERY_S:
-            return
-        self._reported = now
-        self.status.rss_bytes = _rss()
-        try:
-            self._report(self.status)
-        except OSError as exc:  # a status report must never stop the receiver
-            self._warnings.log(log, logging.WARNING, "status", "Status not written: %s", exc)
-
-
-def _is_fatal(exc: BaseException) -> bool:
-    from kafka_direct.errors import ConfigurationError, KafkaClientError
-
-    if isinstance(exc, ConfigurationError):
-        return True
-    return isinstance(exc, KafkaClientError) and not exc.retriable

@@ -24,9 +24,11 @@ from typing import Any
 from kafka_direct.config.share import ShareStreamConfig, check_lock_budget
 from kafka_direct.dstream.lifecycle import JobControl
 from kafka_direct.dstream.receiver.control import read_rejected
+from kafka_direct.dstream.receiver.share_acks import LockWatch, lock_warning
 from kafka_direct.dstream.receiver.stream import ReceiverKafkaStream
 from kafka_direct.dstream.receiver.supervisor import ReceiverSupervisor
 from kafka_direct.errors import StreamStateError
+from kafka_direct.logs import RepeatLimiter
 
 __all__ = ["ShareKafkaStream"]
 
@@ -59,6 +61,9 @@ class ShareKafkaStream(ReceiverKafkaStream):
         )
         self._seen_rejections = 0
         self.group_settings: Any = None
+        self._lock_watch = LockWatch()
+        # Once a minute at most: a lock too short for the load loses locks every batch.
+        self._lock_warnings = RepeatLimiter()
 
     def __repr__(self) -> str:
         return (
@@ -127,3 +132,22 @@ class ShareKafkaStream(ReceiverKafkaStream):
                 entry.get("reason"),
             )
         return len(new)
+
+    def _lock_progress(self) -> tuple[int, int]:
+        counts = self._lock_watch.since_last(
+            [(s.receiver, s.attempt, s.lock_expired, s.accept_refused) for s in self.receivers]
+        )
+        if counts:
+            self._lock_warnings.log(
+                log,
+                logging.WARNING,
+                "lock",
+                "%s",
+                lock_warning(
+                    self.group_id,
+                    self.config.group,
+                    round(self.config.lock_duration_s * 1000),
+                    counts,
+                ),
+            )
+        return counts.lock_expired, counts.refused_accepts

@@ -221,6 +221,7 @@ class ReceiverKafkaStream(StreamLifecycle[ReceiverBatchInfo]):
                 batch_id, ranges, exc, durable=self.config.write_ahead_log
             ) from exc
         done = self._log.mark_done(blocks)
+        lock_expired, ack_refused = self._lock_progress()
         self._log.purge_done(self._previous_done)
         self._previous_done = done
         info = ReceiverBatchInfo(
@@ -235,6 +236,8 @@ class ReceiverKafkaStream(StreamLifecycle[ReceiverBatchInfo]):
             paused_receivers=paused,
             redelivered_records=sum(b.meta.redelivered for b in blocks),
             rejected_records=self._new_rejections(),
+            lock_expired_records=lock_expired,
+            ack_refused_records=ack_refused,
         )
         with self._lock:
             self._batches.append(info)
@@ -244,6 +247,11 @@ class ReceiverKafkaStream(StreamLifecycle[ReceiverBatchInfo]):
     def _new_rejections(self) -> int:
         """Records rejected since the last batch (a share stream's; none here)."""
         return 0
+
+    def _lock_progress(self) -> tuple[int, int]:
+        """A share stream's records held past their lock and refused ``ACCEPT``s since the
+        last batch (none here)."""
+        return 0, 0
 
     def _frame(self, blocks: Sequence[PendingBlock]) -> Any:
         if not blocks:
