@@ -20,6 +20,8 @@ read is a stream: the stream reader refuses them when the query starts, as one c
 from __future__ import annotations
 
 import logging
+import sys
+import types
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -104,7 +106,30 @@ class KafkaDirectDataSource(DataSource):
         # overwrite is the Complete output mode: Spark's Kafka sink takes it and writes the whole
         # result table every micro-batch (a topic cannot be truncated), and so does this one.
         ensure_worker_logging()
-        return KafkaStreamWriter(build_settings(self.options, schema, stream=True))
+        settings = build_settings(
+            self.options, schema, stream=True, ask_cluster=not _in_sink_commit_runner()
+        )
+        return KafkaStreamWriter(settings)
+
+
+#: The module of Spark's Python process that commits or aborts each micro-batch of a Python
+#: streaming sink (pyspark/sql/worker/python_streaming_sink_runner.py).
+SINK_COMMIT_RUNNER = "pyspark.sql.worker.python_streaming_sink_runner"
+
+
+def _in_sink_commit_runner() -> bool:
+    """Whether Spark's sink commit runner is building this writer. It builds one for every
+    micro-batch's commit or abort, after the tasks ran, and only calls ``commit`` or ``abort``
+    on it, which ask nothing of the cluster: the checks that do (cluster, topics, a
+    transactional producer) ran when the query started. Run there, they cost every micro-batch
+    a round trip or more, and a broker down for a moment (a transaction coordinator that is
+    moving) failed the query at the commit of a micro-batch whose tasks had all committed."""
+    frame: types.FrameType | None = sys._getframe(1)
+    while frame is not None:
+        if frame.f_globals.get("__name__") == SINK_COMMIT_RUNNER:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _planned_decode(value_format: ValueFormat, schema: StructType) -> ValueDecode | None:

@@ -116,10 +116,16 @@ def refuse_overwrite() -> None:
 
 
 def build_settings(
-    options: Mapping[str, str], schema: StructType, *, stream: bool = False
+    options: Mapping[str, str],
+    schema: StructType,
+    *,
+    stream: bool = False,
+    ask_cluster: bool = True,
 ) -> WriteSettings:
     """Everything a write task needs, checked (see the module docstring). ``stream``: for
-    ``writeStream`` (the transactional id prefix may come from the checkpoint location)."""
+    ``writeStream`` (the transactional id prefix may come from the checkpoint location).
+    ``ask_cluster=False`` skips the checks that ask the cluster (the options are checked all
+    the same): for a writer built only to commit or abort a micro-batch whose tasks ran."""
     opts = parse_sink_options(options)
     fields = [(f.name, f.dataType.simpleString()) for f in schema.fields]
     columns = plan_columns(fields, opts.topic)
@@ -129,7 +135,8 @@ def build_settings(
     if columns.topic_column_overridden:
         log.info("The 'topic' option (%s) wins over the 'topic' column", opts.topic)
     transactions = _transactions(opts, options, stream=stream)
-    _check_once(opts, transactions)
+    if ask_cluster:
+        _check_once(opts, transactions)
     if transactions is not None and opts.fast_path:
         log.debug("deliveryGuarantee 'exactly-once' writes through the Python producer")
     return WriteSettings(

@@ -135,3 +135,29 @@ def test_initial_offsets_are_not_committed_before_a_batch_finishes() -> None:
     assert commits == []  # nothing was read yet
     stream.latestOffset(end, ReadAllAvailable())  # Spark asks again once batch 0 finished
     assert commits == [{("t", 0): 5}]
+
+
+def test_the_sink_commit_runner_builds_its_writer_without_asking_the_cluster() -> None:
+    """Spark's sink commit runner builds a writer for every micro-batch's commit or abort: it
+    must not ask the cluster (nothing answers on port 1 here; asking would wait its 10 s and
+    raise), so a coordinator that is moving cannot fail a micro-batch whose tasks committed."""
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    from kafka_direct.source.sink import KafkaStreamWriter
+
+    source = KafkaDirectDataSource(
+        CaseInsensitiveDict(
+            {
+                "kafka.bootstrap.servers": "127.0.0.1:1",
+                "topic": "out",
+                "deliveryGuarantee": "exactly-once",
+                "checkpointLocation": "/tmp/kafka-direct-unit-ck",
+            }
+        )
+    )
+    schema = StructType([StructField("value", BinaryType())])
+    runner = {"__name__": source_module.SINK_COMMIT_RUNNER, "source": source, "schema": schema}
+    exec("writer = source.streamWriter(schema, False)", runner)  # as the runner calls it
+    assert isinstance(runner["writer"], KafkaStreamWriter)
+    assert runner["writer"].settings.transactions is not None
+    assert not source_module._in_sink_commit_runner()  # this test's own frames: not the runner
