@@ -117,7 +117,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.scale = args.scale or 1.0
         args.partition_counts = [int(x) for x in (args.partition_counts or "2,100").split(",")]
         args.dataset_list = parse_datasets(args.datasets)
+        from kafka_direct_bench.suite_report import MODES
+
         args.modes = [m.strip().replace("-", " ") for m in args.modes.split(",") if m.strip()]
+        if not args.modes or set(args.modes) - set(MODES):
+            p.error(f"--modes {args.modes}: expected a comma list of {', '.join(MODES)}")
     args.batch_records = args.batch_records or args.records
     args.tuned_options = dict(
         item.split("=", 1) for item in args.jvm_tuned.split(",") if item.strip()
