@@ -302,9 +302,10 @@ class Suite:
         try:
             out.update(run.prepare())
         except Exception as exc:  # noqa: BLE001 - the report names it, the run goes on
-            out["failures"].append(f"set-up: {exc}")
+            out["failures"].append(f"set-up: {str(exc).splitlines()[0][:300]}")
             log(f"{dataset.name} x {partitions}: set-up FAILED: {exc}")
             run.close()
+            out["load_end"] = os.getloadavg()
             return out
         try:
             for r in range(self.args.rounds):

@@ -129,6 +129,13 @@ def render(report: dict[str, Any]) -> str:
         "kafka_direct seconds per round (above 1: kafka_direct faster), median in bold, the "
         "rounds after it; of floor = floor seconds / kafka_direct seconds.",
     ]
+    loads = [
+        f"{r['dataset']} x {r['partitions']}: {r['load_start'][0]:.1f} → {r['load_end'][0]:.1f}"
+        for r in report["runs"]
+        if r.get("load_start") and r.get("load_end")
+    ]
+    if loads:
+        lines += ["", "Load average (1 min) at each data set's start and end: " + "; ".join(loads)]
     failures = [
         f"{r['dataset']} x {r['partitions']}: {f}"
         for r in report["runs"]

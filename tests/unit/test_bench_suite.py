@@ -28,7 +28,8 @@ def test_rounds_alternate_abba(round_: int, expected: list[str]) -> None:
 
 def _run(seconds: dict[str, dict[str, list[float | None]]], failures: list[str]) -> dict[str, Any]:
     return {"dataset": "100b", "describe": "100 B random, uncompressed", "partitions": 2,
-            "records": 1000, "seconds": seconds, "failures": failures}  # fmt: skip
+            "records": 1000, "seconds": seconds, "failures": failures,
+            "load_start": (3.25, 2.0, 1.0), "load_end": (9.0, 4.0, 2.0)}  # fmt: skip
 
 
 def test_ratios_are_per_round_then_median_and_skip_failed_rounds() -> None:
@@ -60,6 +61,7 @@ def test_the_table_shows_rates_ratios_and_every_failure() -> None:
     cells = [c.strip() for c in line.strip("|").split("|")]
     assert cells[3:7] == ["2,000", "failed", "1,333", "—"]
     assert cells[7] == "n/a" and cells[8] == "**1.50** (2.00 · 1.00)" and cells[9] == "—"
+    assert "100b x 2: 3.2 → 9.0" in text
     assert "read back (0, 0, 0)" in text and "PySpark 4.2.0" in text and "4.1.1" in text
 
 
