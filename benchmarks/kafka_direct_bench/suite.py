@@ -177,7 +177,9 @@ class DatasetRun:
         return int(row[0]), int(row[1] or 0), int(row[2] or 0)
 
     def read_back(self, topic: str, expected: Digest, what: str) -> None:
-        opts = {"kafka.bootstrap.servers": self.bootstrap, "subscribe": topic}
+        # Untimed: without the 500 ms fetch wait per task at the log end (100 partitions: 50 s).
+        opts = {"kafka.bootstrap.servers": self.bootstrap, "subscribe": topic,
+                "kafka.fetch.max.wait.ms": "10"}  # fmt: skip
         got = self.content(self.spark.read.format("kafka").options(**opts).load())
         delete_topics(self.bootstrap, [topic])
         if got != expected:
