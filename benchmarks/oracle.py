@@ -5,6 +5,16 @@ same Spark, same run.
     python benchmarks/oracle.py                       # 2,000,000 x 100 B in 2 partitions
     python benchmarks/oracle.py --batch-records 10000000 --json oracle.json
     python benchmarks/oracle.py --quick               # 20,000 records: a smoke run
+    python benchmarks/oracle.py --suite               # every data set, mode and row (below)
+    python benchmarks/oracle.py --suite --quick       # the same at 1 % scale, 2 partitions
+
+``--suite`` runs ``kafka_direct_bench/suite.py``: four data sets (100 B uncompressed, 1 KB
+JSON-like with lz4 and with zstd, 1 MiB records), four modes (batch read, AvailableNow stream
+read, batch write, Kafka-to-Kafka stream write), at 2 and 100 partitions, with the rows
+kafka_direct, the JVM connector's defaults, the JVM connector tuned (consumer and producer) and
+librdkafka's floor, in ABBA rounds; writes are read back and compared by content. It writes a
+JSON file and Markdown tables with the date, the load and the versions. The options below the
+suite's heading in ``--help`` apply to it only; ``--scale`` sizes every data set.
 
 Spark's connector runs on the PySpark it was built for: when the installed PySpark has none on
 Maven Central, the command runs itself again under the virtualenv ``scripts/oracle-venv.sh``
@@ -76,7 +86,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--batch-records", type=int, default=None, help="batch read records")
     p.add_argument("--size", type=int, default=100)
     p.add_argument("--partitions", type=int, default=2)
-    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=None, help="3; with --suite 2 (ABBA)")
     p.add_argument("--bootstrap-servers", default=None)
     p.add_argument("--skip", default="", help="comma list of: batch,stream,write")
     p.add_argument("--json", default=None, help="write every figure here")
@@ -93,14 +103,51 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="comma list of KEY=VALUE options for a second row of format('kafka') reads "
         "(empty: no such row)",
     )
+    add_suite_arguments(p)
     args = p.parse_args(argv)
+    if args.rounds is None:
+        args.rounds = 2 if args.suite else 3
     if args.quick:
         args.records, args.rounds = 20_000, 2
+    if args.suite:
+        from kafka_direct_bench.suite_data import parse_datasets
+
+        if args.quick:
+            args.scale, args.partition_counts = args.scale or 0.01, args.partition_counts or "2"
+        args.scale = args.scale or 1.0
+        args.partition_counts = [int(x) for x in (args.partition_counts or "2,100").split(",")]
+        args.dataset_list = parse_datasets(args.datasets)
+        from kafka_direct_bench.suite_report import MODES
+
+        args.modes = [m.strip().replace("-", " ") for m in args.modes.split(",") if m.strip()]
+        if not args.modes or set(args.modes) - set(MODES):
+            p.error(f"--modes {args.modes}: expected a comma list of {', '.join(MODES)}")
     args.batch_records = args.batch_records or args.records
     args.tuned_options = dict(
         item.split("=", 1) for item in args.jvm_tuned.split(",") if item.strip()
     )
     return args
+
+
+def add_suite_arguments(p: argparse.ArgumentParser) -> None:
+    from kafka_direct_bench.suite_data import DATASETS, DEFAULT_TUNED_READ, DEFAULT_TUNED_WRITE
+
+    g = p.add_argument_group("the suite (--suite)")
+    g.add_argument("--suite", action="store_true", help="every data set, mode and row")
+    g.add_argument("--scale", type=float, default=None,
+                   help="multiplies every data set's records (1.0; with --quick 0.01)")  # fmt: skip
+    g.add_argument("--datasets", default=",".join(DATASETS), help="comma list of data sets")
+    g.add_argument("--partition-counts", default=None,
+                   help="comma list of partition counts (2,100; with --quick 2)")  # fmt: skip
+    g.add_argument("--modes", default="batch-read,stream-read,batch-write,stream-write",
+                   help="comma list of modes")  # fmt: skip
+    g.add_argument("--jvm-tuned-read", default=DEFAULT_TUNED_READ,
+                   help="the tuned JVM row's reader options (KEY=VALUE,...)")  # fmt: skip
+    g.add_argument("--jvm-tuned-write", default=DEFAULT_TUNED_WRITE,
+                   help="the tuned JVM row's writer options; the codec is the topic's")  # fmt: skip
+    g.add_argument("--markdown", default="oracle-suite.md", help="write the tables here")
+    g.add_argument("--cores", type=int, default=2, help="local[N] Spark and floor processes")
+    g.add_argument("--no-floor", action="store_true", help="leave the librdkafka floor out")
 
 
 def timed(action: Any) -> tuple[float, Any]:
@@ -290,6 +337,11 @@ def main(argv: list[str] | None = None) -> int:
     # scripts/oracle-venv.sh's pin when the installed PySpark has no connector of its own.
     run_on_oracle_pyspark(__file__, argv)
     args = parse_args(argv)
+    if args.suite:
+        from kafka_direct_bench.suite import run_suite
+
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        return run_suite(args, "python benchmarks/oracle.py " + " ".join(argv))
     skip = set(filter(None, args.skip.split(",")))
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from kafka_direct.testing.kafka_cluster import KafkaCluster

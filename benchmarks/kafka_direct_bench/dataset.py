@@ -26,10 +26,13 @@ def new_topic(prefix: str) -> str:
     return f"bench-{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+def create_topic(
+    bootstrap: str, topic: str, partitions: int, config: dict[str, str] | None = None
+) -> None:
+    """``config``: topic settings (``compression.type``, ``max.message.bytes``)."""
     from kafka_direct.testing.broker import create_topic as create
 
-    create(bootstrap, topic, partitions=partitions)
+    create(bootstrap, topic, partitions=partitions, config=config)
 
 
 def delete_topics(bootstrap: str, topics: list[str]) -> None:
@@ -47,16 +50,29 @@ def delete_topics(bootstrap: str, topics: list[str]) -> None:
 
 
 def produce_dataset(
-    bootstrap: str, topic: str, records: int, size: int, partitions: int, seed: int
+    bootstrap: str,
+    topic: str,
+    records: int,
+    size: int,
+    partitions: int,
+    seed: int,
+    values: list[bytes] | None = None,
+    settings: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """N records of ``size`` random bytes (fixed seed) with 8-byte keys, partition by partition.
+
+    ``values``: the records cycle through these instead (the suite's JSON-like and 1 MiB data
+    sets); ``settings``: librdkafka settings over the defaults below (a codec, a larger
+    ``message.max.bytes``). The result's ``bytes`` is the sum of the value lengths produced.
 
     The embedded broker reports the log end as the start of the last record batch (BROKER.md),
     so each partition's final record is flushed on its own: the log end is then exact.
     """
     rnd = random.Random(seed)
-    values = [rnd.randbytes(size) for _ in range(1024)]
+    if values is None:
+        values = [rnd.randbytes(size) for _ in range(1024)]
     keys = [rnd.randbytes(8) for _ in range(1024)]
+    distinct = len(values)
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
@@ -66,6 +82,7 @@ def produce_dataset(
             "queue.buffering.max.messages": "1000000",
             "queue.buffering.max.kbytes": "1048576",
             "client.id": "kafka-direct-bench-producer",
+            **(settings or {}),
         }
     )
     errors: list[str] = []
@@ -75,12 +92,14 @@ def produce_dataset(
             errors.append(str(err))
 
     counts = per_partition_counts(records, partitions)
+    total = sum(len(values[i % distinct]) for c in counts for i in range(c - 1))
+    total += sum(len(values[0]) for c in counts if c > 0)
     started = time.perf_counter()
     for p, count in enumerate(counts):
         for i in range(count - 1):
             while True:
                 try:
-                    value, key = values[i & 1023], keys[i & 1023]
+                    value, key = values[i % distinct], keys[i & 1023]
                     producer.produce(topic, value, key, partition=p, on_delivery=on_delivery)
                     break
                 except BufferError:
@@ -96,7 +115,12 @@ def produce_dataset(
     ends = latest_offsets(bootstrap, topic, partitions)
     if ends != counts:
         raise RuntimeError(f"the log ends at {ends}, expected {counts}: the data set is incomplete")
-    return {"seconds": elapsed, "rate": records / elapsed, "per_partition": counts}
+    return {
+        "seconds": elapsed,
+        "rate": records / elapsed,
+        "per_partition": counts,
+        "bytes": total,
+    }
 
 
 def latest_offsets(bootstrap: str, topic: str, partitions: int) -> list[int]:
