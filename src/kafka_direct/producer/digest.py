@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from kafka_direct.producer.columns import SinkColumns
 
-__all__ = ["DIGEST_SCHEME", "RowDigest", "native_available", "sum_rows"]
+__all__ = ["DIGEST_SCHEME", "RowCount", "RowDigest", "native_available", "sum_rows"]
 
 #: Marks the digests of this scheme in a marker: a marker whose digest has another scheme (or
 #: none) is checked by its count only.
@@ -91,6 +91,20 @@ class RowDigest:
         final.update(f"{self._parts()}\ntopic option={self.columns.topic or ''}\n".encode())
         final.update(self._sum.to_bytes(16, "little"))
         return f"{DIGEST_SCHEME}:{final.hexdigest()}"
+
+
+class RowCount:
+    """:class:`RowDigest`'s stand-in with ``transactionReplayCheck=count``: counts the rows and
+    digests nothing (the marker carries the count only)."""
+
+    def __init__(self) -> None:
+        self.rows = 0
+
+    def update(self, batch: pa.RecordBatch) -> None:
+        self.rows += batch.num_rows
+
+    def hexdigest(self) -> None:
+        return None
 
 
 def sum_rows(arrays: Sequence[pa.Array]) -> int:

@@ -78,8 +78,8 @@ class TransactionSettings:
     write_id: str | None = None
     #: The connection settings of the marker reader (the user's, without producer-only keys).
     consumer_config: KafkaConfig = field(default_factory=KafkaConfig)
-    #: ``transactionReplayCheck=rows``: a replay is checked by its rows' digest, not only its
-    #: count.
+    #: ``transactionReplayCheck=rows``: markers carry the rows' digest and a replay is checked
+    #: by it, not only by its count.
     check_rows: bool = True
 
 
