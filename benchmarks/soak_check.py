@@ -158,6 +158,36 @@ def read_committed(bootstrap: str, topic: str, partitions: int, expected: int) -
         consumer.close()
 
 
+def read_log(
+    bootstrap: str, topic: str, partitions: int, expected: int
+) -> dict[tuple[int, int], bytes]:
+    """The source topic as the brokers hold it: ``(partition, offset) -> value``, read until
+    ``expected`` records came and 5 s passed with nothing new, or 60 s with nothing. The truth
+    of where each record sits (a delivery report's offset is the producer's claim)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"soak-log-{topic}",
+            "enable.auto.commit": False,
+            "log_level": 0,
+        }
+    )
+    consumer.assign([KafkaTopicPartition(topic, p, 0) for p in range(partitions)])
+    log: dict[tuple[int, int], bytes] = {}
+    last = time.monotonic()
+    try:
+        while True:
+            idle = time.monotonic() - last
+            if (len(log) >= expected and idle >= 5.0) or idle >= 60.0:
+                return log
+            for msg in consumer.consume(1000, timeout=1.0):
+                if msg.error() is None:
+                    log[(int(msg.partition() or 0), int(msg.offset() or 0))] = msg.value()
+                    last = time.monotonic()
+    finally:
+        consumer.close()
+
+
 @dataclass
 class SinkCheck:
     """Count and content of one output against the acknowledged records."""
@@ -184,9 +214,15 @@ def check_values(name: str, produced: set[bytes], values: list[bytes]) -> SinkCh
 
 
 def check_dstream(
-    work: Path, topic: str, acked: dict[bytes, tuple[int, int]], partitions: int
+    work: Path,
+    topic: str,
+    acked: dict[bytes, tuple[int, int]],
+    partitions: int,
+    log: dict[tuple[int, int], bytes],
 ) -> SinkCheck:
-    """The DStream's SQLite output (records and every delivery) and its offset store."""
+    """The DStream's SQLite output (records and every delivery) and its offset store. ``log``
+    is the source topic as the brokers hold it (:func:`read_log`): each record the DStream
+    wrote must sit at its offset there."""
     from soak_driver import GROUP  # the driver's module sits beside this one
 
     with sqlite3.connect(work / "dstream.db") as conn:
@@ -208,12 +244,14 @@ def check_dstream(
         "dstream",
         read=sum(delivered.values()),
         distinct=len(records),
-        # By value; where the producer knows the offset, the record must sit there.
+        # By value; and each record at the offset the log holds it at (the DStream's offsets
+        # are what its store keeps).
         lost=len(set(acked) - set(records.values()))
-        + sum(1 for value, key in acked.items() if key[1] >= 0 and records.get(key) != value),
+        + sum(1 for key, value in records.items() if log.get(key) != value),
         duplicated=sum(n - 1 for n in delivered.values()),
         unknown=len(set(records.values()) - set(acked)),
     )
     if stored != processed:
         result.notes.append(f"store offsets {stored} != processed {processed}")
+
     return result

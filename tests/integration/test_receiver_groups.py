@@ -54,7 +54,7 @@ def test_two_applications_in_one_group_split_the_partitions_and_read_every_recor
 
         # Produce once the group has settled with both members: then each record has one owner.
         for app in apps:
-            app.wait(lambda app=app: len(assigned(app)) == 2, "two partitions each", 120)
+            app.wait(lambda app=app: len(assigned(app)) == 2, "two partitions each", 300)
         shares = [sorted(assigned(app)) for app in apps]
         produced = produce_known(kafka_bootstrap, topic, per_partition=200, partitions=4)
         apps[0].wait(
