@@ -130,9 +130,12 @@ def caught_up(work: Path, ends: dict[int, int]) -> dict[str, bool]:
     return {pipe: all(reached[pipe].get(p, 0) >= end for p, end in ends.items()) for pipe in PIPES}
 
 
-def read_committed(bootstrap: str, topic: str, partitions: int, expected: int) -> list[bytes]:
-    """Every value of ``topic`` visible under ``read_committed``: read until ``expected`` came and
-    then 5 s passed with nothing new (a duplicate would come then), or 60 s with nothing."""
+def _read_topic(
+    bootstrap: str, topic: str, partitions: int, expected: int
+) -> list[tuple[int, int, bytes]]:
+    """Every ``(partition, offset, value)`` of ``topic`` visible under ``read_committed``: read
+    until ``expected`` came and then 5 s passed with nothing new (a duplicate would come then),
+    or 60 s with nothing."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -143,49 +146,32 @@ def read_committed(bootstrap: str, topic: str, partitions: int, expected: int) -
         }
     )
     consumer.assign([KafkaTopicPartition(topic, p, 0) for p in range(partitions)])
-    values: list[bytes] = []
+    records: list[tuple[int, int, bytes]] = []
     last = time.monotonic()
     try:
         while True:
             idle = time.monotonic() - last
-            if (len(values) >= expected and idle >= 5.0) or idle >= 60.0:
-                return values
+            if (len(records) >= expected and idle >= 5.0) or idle >= 60.0:
+                return records
             for msg in consumer.consume(1000, timeout=1.0):
                 if msg.error() is None:
-                    values.append(msg.value())
+                    records.append((int(msg.partition() or 0), int(msg.offset() or 0), msg.value()))
                     last = time.monotonic()
     finally:
         consumer.close()
+
+
+def read_committed(bootstrap: str, topic: str, partitions: int, expected: int) -> list[bytes]:
+    """Every value of ``topic`` visible under ``read_committed`` (:func:`_read_topic`)."""
+    return [value for _, _, value in _read_topic(bootstrap, topic, partitions, expected)]
 
 
 def read_log(
     bootstrap: str, topic: str, partitions: int, expected: int
 ) -> dict[tuple[int, int], bytes]:
-    """The source topic as the brokers hold it: ``(partition, offset) -> value``, read until
-    ``expected`` records came and 5 s passed with nothing new, or 60 s with nothing. The truth
-    of where each record sits (a delivery report's offset is the producer's claim)."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"soak-log-{topic}",
-            "enable.auto.commit": False,
-            "log_level": 0,
-        }
-    )
-    consumer.assign([KafkaTopicPartition(topic, p, 0) for p in range(partitions)])
-    log: dict[tuple[int, int], bytes] = {}
-    last = time.monotonic()
-    try:
-        while True:
-            idle = time.monotonic() - last
-            if (len(log) >= expected and idle >= 5.0) or idle >= 60.0:
-                return log
-            for msg in consumer.consume(1000, timeout=1.0):
-                if msg.error() is None:
-                    log[(int(msg.partition() or 0), int(msg.offset() or 0))] = msg.value()
-                    last = time.monotonic()
-    finally:
-        consumer.close()
+    """The source topic as the brokers hold it: ``(partition, offset) -> value``. The truth of
+    where each record sits (a delivery report's offset is the producer's claim)."""
+    return {(p, o): v for p, o, v in _read_topic(bootstrap, topic, partitions, expected)}
 
 
 @dataclass
