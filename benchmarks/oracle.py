@@ -148,6 +148,10 @@ def add_suite_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--markdown", default="oracle-suite.md", help="write the tables here")
     g.add_argument("--cores", type=int, default=2, help="local[N] Spark and floor processes")
     g.add_argument("--no-floor", action="store_true", help="leave the librdkafka floor out")
+    # Spark's default 1 GB heap cannot hold the 1 MiB data set's cached frame beside the JVM
+    # producer's buffers: the tuned JVM stream write ran the driver out of heap with it.
+    g.add_argument("--driver-memory", default="2g",
+                   help="the suite's spark.driver.memory (both formats share it)")  # fmt: skip
 
 
 def timed(action: Any) -> tuple[float, Any]:

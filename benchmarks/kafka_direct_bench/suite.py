@@ -64,6 +64,10 @@ from kafka_direct_bench.suite_report import FLOOR, JVM, MODES, OURS, TUNED, abba
 Digest = tuple[int, int, int]
 
 
+#: Values per batch of the set-up's cached frame (see DatasetRun._cached_values).
+CACHE_BATCH_BYTES = 8 * 1024 * 1024
+
+
 class Failed(RuntimeError):
     """A query of the suite read or wrote something other than the data set."""
 
@@ -132,9 +136,7 @@ class DatasetRun:
         )
         for row in (OURS, JVM, TUNED):  # warm-up, untimed
             self.batch_read(row)
-        fmt, opts = self.read_options(JVM)
-        self.frame = self.spark.read.format(fmt).options(**opts).load().select("value").cache()
-        self.digest = self.content(self.frame)
+        self.frame, self.digest = self._cached_values()
         if self.digest[:2] != (self.records, self.value_bytes):
             raise Failed(
                 f"the cached frame holds {self.digest[:2]}, expected "
@@ -160,6 +162,24 @@ class DatasetRun:
             "value_bytes": self.value_bytes,
             "produce_s": produced["seconds"],
         }
+
+    def _cached_values(self) -> tuple[Any, Digest]:
+        """The data set's values, cached in Spark: every write row writes the same frame, so a
+        write times the write, not a read. Spark's columnar cache builds batches of
+        ``spark.sql.inMemoryColumnarStorage.batchSize`` rows (10,000) in the heap, which for
+        1 MiB values is a whole partition and ran the driver out of heap: the batches are cut
+        to about :data:`CACHE_BATCH_BYTES` of values until the cache is built (the plan reads
+        the session's setting when it runs). Returns the cached frame and its content."""
+        key = "spark.sql.inMemoryColumnarStorage.batchSize"
+        before = self.spark.conf.get(key)
+        rows = max(1, min(int(before), CACHE_BATCH_BYTES // max(1, self.dataset.size)))
+        fmt, opts = self.read_options(JVM)
+        self.spark.conf.set(key, str(rows))
+        try:
+            frame = self.spark.read.format(fmt).options(**opts).load().select("value").cache()
+            return frame, self.content(frame)
+        finally:
+            self.spark.conf.set(key, before)
 
     def close(self) -> None:
         if self.frame is not None:
@@ -388,9 +408,8 @@ def run_suite(args: argparse.Namespace, command: str) -> int:
             cluster = KafkaCluster(brokers=1, message_max_bytes=LARGE_LIMIT).start()
             bootstrap, kafka = cluster.bootstrap_servers, cluster.kafka_version
             brokers = "one broker, KRaft, started by the run"
-        spark = local_spark(
-            "kafka_direct-oracle-suite", cores=args.cores, conf=spark_kafka_conf(jars)
-        )
+        conf = {**spark_kafka_conf(jars), "spark.driver.memory": args.driver_memory}
+        spark = local_spark("kafka_direct-oracle-suite", cores=args.cores, conf=conf)
         found = versions(spark, connector_version(jars))
         log("versions: " + ", ".join(f"{k} {v}" for k, v in found.items()) + f", kafka {kafka}")
         suite = Suite(spark, bootstrap, args, floors)
@@ -408,7 +427,8 @@ def run_suite(args: argparse.Namespace, command: str) -> int:
         "started": started,
         "ended": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
         "load": {"start": load_start, "end": _load(), "uptime_end": _uptime()},
-        "machine": f"{os.cpu_count()} CPUs, local[{args.cores}] Spark, shared machine",
+        "machine": f"{os.cpu_count()} CPUs, local[{args.cores}] Spark "
+        f"(spark.driver.memory {args.driver_memory}), shared machine",
         "versions": found,
         "kafka": kafka,
         "brokers": brokers,
