@@ -223,6 +223,13 @@ def main(argv: list[str] | None = None) -> int:
         args.seed = random.randrange(1_000_000)
     log(f"seed {args.seed}")
     if args.work_dir is not None:
+        if args.work_dir.exists() and any(args.work_dir.iterdir()):
+            # An earlier run's checkpoints name another run's topics: the pipelines would
+            # restart on them and fail at once with a data loss.
+            raise SystemExit(
+                f"--work-dir {args.work_dir}: not empty (an earlier run's checkpoints and "
+                "logs?); give a new or an empty directory"
+            )
         args.work_dir.mkdir(parents=True, exist_ok=True)
         results = Soak(args, args.work_dir).run()
     else:
