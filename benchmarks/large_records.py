@@ -6,14 +6,18 @@ as much direct memory), on the same broker and data, in one command:
     python benchmarks/large_records.py                       # the three data sets below
     python benchmarks/large_records.py --datasets 2x1000x1m  # PARTITIONSxRECORDSxSIZE,...
     python benchmarks/large_records.py --formats kafka_direct --max-batch-bytes 64m
+    python benchmarks/large_records.py --formats kafka_direct --option taskMemoryBudget=40m
 
 The data sets (``--datasets``): 2 partitions x 1,000 records of 1 MB (2 GB), 100 partitions x 40
 records of 100 KB (400 MB, read by packed tasks) and 2 partitions x 250,000 records of 100 B (the
 throughput cost of the byte budget on small records). Each query is
 ``selectExpr("count(1)", "sum(length(value))", "sum(crc32(value))")``, checked against what was
-produced (count, bytes and content). While it runs, a sampler reads ``/proc`` every 50 ms: the
-summed RSS of the query's Python workers (the children of ``pyspark.daemon``) and the RSS of the
-Spark JVM. It prints, per data set and format: the result, seconds, records/s, and the peaks.
+produced (count, bytes and content). Each query's Spark first runs it over a small topic
+(untimed), which starts its Python workers. While the timed query runs, a sampler reads
+``/proc`` every 50 ms: the summed RSS of the query's Python workers (the children of
+``pyspark.daemon``), the largest one, and the RSS of the Spark JVM. It prints, per data set and
+format: the result, seconds, records/s, the peaks, and what the largest worker grew by over its
+size after the small query (the read's own memory, to compare with ``taskMemoryBudget``).
 Records/s is also given as a ratio to a raw librdkafka consumer reading the same topic (one
 process per partition, as ``benchmarks/run.py``'s raw row), measured in the same run.
 
@@ -123,11 +127,18 @@ def child(args: argparse.Namespace) -> None:
     )
     if args.format == "kafka_direct" and args.max_batch_bytes:
         reader = reader.option("maxBatchBytes", args.max_batch_bytes)
+    for pair in args.option or []:
+        reader = reader.option(*pair.split("=", 1))
     query = reader.load().selectExpr("count(1)", "sum(length(value))", "sum(crc32(value))")
+    result: dict[str, Any] = {"spark": spark.version}
+    if args.warm_topic:
+        # The same query over a small topic first: the Python workers are then started and
+        # have imported everything, so what they grow by in the timed query is its data's.
+        reader.option("subscribe", args.warm_topic).load().selectExpr("count(1)").collect()
+        result["python_one_warm_mb"] = _largest_worker_now()
     sampler = Sampler()
     sampler.start()
     started = time.perf_counter()
-    result: dict[str, Any] = {"spark": spark.version}
     try:
         count, size, crc = query.collect()[0]
         result.update(ok=True, count=count, bytes=size, crc=crc)
@@ -143,6 +154,12 @@ def child(args: argparse.Namespace) -> None:
     )
     print("RESULT " + json.dumps(result), flush=True)
     spark.stop()
+
+
+def _largest_worker_now() -> float:
+    from kafka_direct_bench.procstats import python_worker_pids, rss_mb
+
+    return max([0.0, *(rss_mb(pid) or 0.0 for pid in python_worker_pids())])
 
 
 # -- the coordinator --------------------------------------------------------------------------
@@ -206,9 +223,24 @@ def oracle_python() -> Path | None:
     return python if python.exists() else None
 
 
-def run_child(python: str, fmt: str, bootstrap: str, topic: str, max_bytes: str) -> dict:
+def run_child(
+    python: str,
+    fmt: str,
+    bootstrap: str,
+    topic: str,
+    max_bytes: str,
+    warm_topic: str = "",
+    options: list[str] | None = None,
+) -> dict:
+    """One query in a child driver; with ``warm_topic``, the result also holds the largest
+    Python worker's RSS after the same query over that topic (``python_one_warm_mb``).
+    ``options``: reader options as KEY=VALUE."""
     cmd = [python, __file__, "--child", "--format", fmt, "--bootstrap", bootstrap]
     cmd += ["--topic", topic, "--max-batch-bytes", max_bytes]
+    if warm_topic:
+        cmd += ["--warm-topic", warm_topic]
+    for pair in options or []:
+        cmd += ["--option", pair]
     env = dict(os.environ, PYSPARK_PYTHON=python, PYSPARK_DRIVER_PYTHON=python)
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800, check=False)
     for line in proc.stdout.splitlines():
@@ -234,6 +266,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--format", help=argparse.SUPPRESS)
     parser.add_argument("--bootstrap", help=argparse.SUPPRESS)
     parser.add_argument("--topic", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--option", action="append", metavar="KEY=VALUE", help="a reader option (repeatable)"
+    )
+    parser.add_argument("--warm-topic", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         child(args)
@@ -264,6 +300,11 @@ def main(argv: list[str] | None = None) -> int:
     failed = False
     rows: list[dict[str, Any]] = []
     try:
+        # Every query first reads this small topic (untimed): its Python workers are then
+        # started, so what the largest one grows by is the read's own memory.
+        warm = f"large-warm-{int(time.time())}"
+        create_topic(bootstrap, warm, partitions=2)
+        produce(bootstrap, warm, 2, 200, 100)
         for spec in args.datasets.split(","):
             partitions, records, size = parse_dataset(spec)
             topic = f"large-{spec}-{int(time.time())}"
@@ -275,7 +316,10 @@ def main(argv: list[str] | None = None) -> int:
             raw = raw_rate(bootstrap, topic, partitions, records, size)
             log(f"{spec}: produced; raw librdkafka reads {raw:,.0f} records/s")
             for fmt in formats:
-                got = run_child(str(python), fmt, bootstrap, topic, args.max_batch_bytes)
+                options = args.option if fmt == "kafka_direct" else None
+                got = run_child(
+                    str(python), fmt, bootstrap, topic, args.max_batch_bytes, warm, options
+                )
                 total = partitions * records
                 exact = got.get("ok") and (got["count"], got["bytes"], got["crc"]) == (
                     total,
@@ -295,14 +339,15 @@ def main(argv: list[str] | None = None) -> int:
             cluster.stop()
     print(f"\nPySpark {versions[0]}, librdkafka {versions[1]}; Spark's defaults (local[2], 1 GB)")
     print("| data set | format | result | s | records/s | vs raw | Python workers peak | "
-          "largest worker | Spark JVM peak |")  # fmt: skip
-    print("|---|---|---|---:|---:|---:|---:|---:|---:|")
+          "largest worker | its growth | Spark JVM peak |")  # fmt: skip
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         result = "exact" if r.get("ok") else f"**failed**: {r.get('error', '')[:80]}"
-        peaks = [r.get(k, 0.0) for k in ("python_peak_mb", "python_one_mb", "jvm_peak_mb")]
+        r["python_one_growth_mb"] = r.get("python_one_mb", 0.0) - r.get("python_one_warm_mb", 0.0)
+        keys = ("python_peak_mb", "python_one_mb", "python_one_growth_mb", "jvm_peak_mb")
         print(f"| {r['dataset']} | {r['format']} | {result} | {r['seconds']:.1f} | "
               f"{r['records_per_s']:,.0f} | {r['vs_raw']:.2f} | "
-              + " | ".join(f"{mb:,.0f} MB" for mb in peaks) + " |")  # fmt: skip
+              + " | ".join(f"{r.get(k, 0.0):,.0f} MB" for k in keys) + " |")  # fmt: skip
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))
     return 1 if failed else 0

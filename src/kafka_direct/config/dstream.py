@@ -142,6 +142,7 @@ _PASS_THROUGH = {
         "consumerCache.timeoutMs",
         "arrowBatchSize",
         "maxBatchBytes",
+        "taskMemoryBudget",
         "fastPath.enabled",
         "pushdown.enabled",
     )

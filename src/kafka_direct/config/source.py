@@ -123,7 +123,8 @@ class ExecutorReads:
     poll_timeout_ms: int
     #: 'arrowBatchSize': rows per Arrow batch.
     batch_size: int
-    #: 'maxBatchBytes': bytes of records per Arrow batch (and the prefetch's size).
+    #: 'maxBatchBytes' (or a tenth of 'taskMemoryBudget'): bytes of records per Arrow batch,
+    #: and the prefetch's size.
     max_batch_bytes: int
     #: 'fastPath.enabled': read through the C fast path when it is available.
     fast_path: bool
@@ -263,9 +264,7 @@ def parse_source_options(raw: Mapping[str, str], *, streaming: bool | None) -> S
         reads=ExecutorReads(
             poll_timeout_ms=opts.integer("kafkaConsumer.pollTimeoutMs", minimum=1),
             batch_size=_arrow_batch_size(opts),
-            max_batch_bytes=opts.byte_size(
-                "maxBatchBytes", minimum=MIN_BATCH_BYTES, maximum=MAX_BATCH_BYTES
-            ),
+            max_batch_bytes=_max_batch_bytes(opts),
             # The C reader has no token callback: a token function reads through Python.
             fast_path=opts.boolean("fastPath.enabled") and provider_spec(kafka) is None,
         ),
@@ -308,6 +307,38 @@ def _group(opts: OptionReader, kafka: KafkaConfig) -> str | None:
 #: Arrow batch's int32 offsets can hold with room to spare (Spark's JVM could not take more).
 MIN_BATCH_BYTES = 64 * 1024
 MAX_BATCH_BYTES = 1024 * 1024 * 1024
+
+
+#: A read task's memory, in batches of 'maxBatchBytes', that 'taskMemoryBudget' allows for:
+#: the prefetched queue and the fetch in flight, the records taken for a batch and the batch
+#: copied from them, and the batch Spark still holds while the next is built, plus the
+#: allocators' slack. Measured at 6 to 8 (docs/reading.md#large-records-and-memory).
+BATCHES_PER_TASK_BUDGET = 10
+
+
+def _max_batch_bytes(opts: OptionReader) -> int:
+    """'maxBatchBytes', or a tenth of 'taskMemoryBudget' when only the budget is given."""
+    if opts.get("taskMemoryBudget") is None:
+        return opts.byte_size("maxBatchBytes", minimum=MIN_BATCH_BYTES, maximum=MAX_BATCH_BYTES)
+    budget = opts.byte_size(
+        "taskMemoryBudget",
+        minimum=MIN_BATCH_BYTES * BATCHES_PER_TASK_BUDGET,
+        maximum=MAX_BATCH_BYTES * BATCHES_PER_TASK_BUDGET,
+    )
+    if opts.get("maxBatchBytes") is None:
+        return budget // BATCHES_PER_TASK_BUDGET
+    chosen = opts.byte_size("maxBatchBytes", minimum=MIN_BATCH_BYTES, maximum=MAX_BATCH_BYTES)
+    if chosen * BATCHES_PER_TASK_BUDGET > budget:
+        raise ConfigurationError(
+            "maxBatchBytes",
+            opts.text("maxBatchBytes"),
+            f"at most a tenth of taskMemoryBudget ({opts.text('taskMemoryBudget')}), "
+            f"{budget // BATCHES_PER_TASK_BUDGET} bytes",
+            "A read task holds up to about ten batches at once (the prefetch, the batch being "
+            "built and the one Spark still holds). Lower maxBatchBytes, raise "
+            "taskMemoryBudget, or set only taskMemoryBudget.",
+        )
+    return chosen
 
 
 def _arrow_batch_size(opts: OptionReader) -> int:

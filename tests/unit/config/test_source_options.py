@@ -1024,6 +1024,45 @@ def test_max_batch_bytes_refusals_say_what_is_allowed(text: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        pytest.param({"taskMemoryBudget": "160m"}, 16 * MB, id="160m budget: 16m batches"),
+        pytest.param({"taskMemoryBudget": "40m"}, 4 * MB, id="40m budget: 4m batches"),
+        pytest.param({"taskMemoryBudget": "1g", "maxBatchBytes": "8m"}, 8 * MB, id="both"),
+        pytest.param(
+            {"taskMemoryBudget": "100m", "maxBatchBytes": "10m"}, 10 * MB, id="both, at the edge"
+        ),
+        pytest.param({"TASKMEMORYBUDGET": "640k"}, 64 * 1024, id="any case, the smallest"),
+    ],
+)
+def test_task_memory_budget_sizes_the_batches(given: dict[str, str], expected: int) -> None:
+    opts = parse({**SUB, **given})
+    assert opts.reads.max_batch_bytes == expected
+    assert opts.executor_settings().max_batch_bytes == expected
+
+
+@pytest.mark.parametrize(
+    ("given", "names"),
+    [
+        pytest.param({"taskMemoryBudget": "100k"}, ("taskMemoryBudget", "from 640k"), id="small"),
+        pytest.param({"taskMemoryBudget": "lots"}, ("taskMemoryBudget", "'lots'"), id="not a size"),
+        pytest.param(
+            {"taskMemoryBudget": "100m", "maxBatchBytes": "16m"},
+            ("maxBatchBytes", "'16m'", "taskMemoryBudget (100m)", "set only taskMemoryBudget"),
+            id="batches too big for the budget",
+        ),
+    ],
+)
+def test_task_memory_budget_refusals_name_the_option_and_the_fix(
+    given: dict[str, str], names: tuple[str, ...]
+) -> None:
+    with pytest.raises(ConfigurationError) as info:
+        parse({**SUB, **given})
+    for name in names:
+        assert name in str(info.value)
+
+
+@pytest.mark.parametrize(
     ("user", "budget", "expected"),
     [
         pytest.param({}, 16 * MB, (4 * MB, 16 * MB, 16384), id="default budget"),
