@@ -33,7 +33,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -146,15 +146,25 @@ class StandaloneCluster:
         memory_per_worker: str = "1g",
         daemon_memory: str = "256m",
         host: str = "127.0.0.1",
+        worker_hosts: Sequence[str] | None = None,
         startup_timeout_s: float = 60.0,
     ) -> None:
         if workers < 1:
             raise ValueError(f"A standalone cluster needs at least one worker, got {workers}.")
+        if worker_hosts is not None and len(worker_hosts) != workers:
+            raise ValueError(
+                f"worker_hosts names {len(worker_hosts)} host(s) for {workers} workers: "
+                "give one per worker."
+            )
         self.workers = workers
         self.cores_per_worker = cores_per_worker
         self.memory_per_worker = memory_per_worker
         self.daemon_memory = daemon_memory
         self.host = host
+        #: Each worker's address (and so its executor's host); by default all on ``host``.
+        #: Spark never runs a speculative copy on the host of the attempt it copies, so
+        #: speculation needs workers on distinct loopback addresses (127.0.0.2, ...).
+        self.worker_hosts = list(worker_hosts) if worker_hosts else [host] * workers
         self.startup_timeout_s = startup_timeout_s
         self.port: int | None = None
         self.web_ui_port: int | None = None
@@ -194,7 +204,9 @@ class StandaloneCluster:
         try:
             self._start_master()
             self._workers = [
-                self._launch(_WORKER_CLASS, f"worker-{i}", self._worker_args(i))
+                self._launch(
+                    _WORKER_CLASS, f"worker-{i}", self._worker_args(i), self.worker_hosts[i]
+                )
                 for i in range(self.workers)
             ]
             self._wait(lambda s: self._alive(s) == self.workers, f"{self.workers} workers")
@@ -210,7 +222,7 @@ class StandaloneCluster:
         )
         return self
 
-    def _environment(self) -> dict[str, str]:
+    def _environment(self, host: str | None = None) -> dict[str, str]:
         import pyspark
 
         assert self._dir is not None
@@ -219,7 +231,7 @@ class StandaloneCluster:
             "SPARK_HOME": os.path.dirname(os.path.abspath(pyspark.__file__)),
             # An empty conf dir: the user's spark-defaults.conf must not change the test cluster.
             "SPARK_CONF_DIR": str(self._dir / "conf"),
-            "SPARK_LOCAL_IP": self.host,
+            "SPARK_LOCAL_IP": host or self.host,
             "SPARK_LOCAL_DIRS": str(self._dir / "local"),
             "SPARK_DAEMON_MEMORY": self.daemon_memory,
             "SPARK_DAEMON_JAVA_OPTS": _FAST_START_JVM,
@@ -235,7 +247,7 @@ class StandaloneCluster:
         work_dir.mkdir(exist_ok=True)
         return [
             "--host",
-            self.host,
+            self.worker_hosts[index],
             "--webui-port",
             "0",  # 0: any free port; the tests never open a worker's UI
             "--cores",
@@ -247,9 +259,11 @@ class StandaloneCluster:
             self.master_url,
         ]
 
-    def _launch(self, main_class: str, name: str, args: list[str]) -> subprocess.Popen[bytes]:
+    def _launch(
+        self, main_class: str, name: str, args: list[str], host: str | None = None
+    ) -> subprocess.Popen[bytes]:
         assert self._dir is not None
-        env = self._environment()
+        env = self._environment(host)
         spark_class = os.path.join(env["SPARK_HOME"], "bin", "spark-class")
         with open(self._dir / "logs" / f"{name}.log", "ab") as log:
             # A process group per daemon: kill_worker() takes the worker's executor with it, and
