@@ -101,7 +101,11 @@ def test_a_slow_batch_function_pauses_the_receiver_and_its_memory_stays_flat(
         committed = sum(
             fetch_group_offsets({"bootstrap.servers": kafka_bootstrap}, f"g-{topic}").values()
         )
-        app.stop()
+        # A graceful stop finishes the running 4 s batch, stops the receiver (it logs its last
+        # block), then runs a last batch over every logged block (up to MAX_PENDING + 1 of
+        # 8 MB) through the slow function and SQLite. On a loaded machine (an empty batch took
+        # 14 s beside the soak in a CI run) that took more than the default 90 s.
+        app.stop(timeout_s=240.0)
     except BaseException:
         stop.set()
         app.kill()

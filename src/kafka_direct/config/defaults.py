@@ -46,8 +46,8 @@ OPTION_DEFAULTS: dict[str, str] = {
     # arrowBatchSize, whichever comes first); it also sizes librdkafka's prefetch. Spark's JVM
     # holds a few batches per task in its direct memory (1 GB by default): see docs/reading.md.
     "maxBatchBytes": "16m",
-    # A read task's memory, from which maxBatchBytes is sized (a tenth) when it is not set
-    # itself; unset by default (the default maxBatchBytes keeps a task within about 160 MB).
+    # A read task's memory, from which maxBatchBytes is sized (a twelfth) when it is not set
+    # itself; unset by default (the default maxBatchBytes keeps a task within about 130 MB).
     "taskMemoryBudget": "",
     "fastPath.enabled": "true",
     # Exact ranges to read instead of planning them (the DStream API's batches, createRDD).

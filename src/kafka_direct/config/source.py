@@ -123,7 +123,7 @@ class ExecutorReads:
     poll_timeout_ms: int
     #: 'arrowBatchSize': rows per Arrow batch.
     batch_size: int
-    #: 'maxBatchBytes' (or a tenth of 'taskMemoryBudget'): bytes of records per Arrow batch,
+    #: 'maxBatchBytes' (or a twelfth of 'taskMemoryBudget'): bytes of records per Arrow batch,
     #: and the prefetch's size.
     max_batch_bytes: int
     #: 'fastPath.enabled': read through the C fast path when it is available.
@@ -312,12 +312,12 @@ MAX_BATCH_BYTES = 1024 * 1024 * 1024
 #: A read task's memory, in batches of 'maxBatchBytes', that 'taskMemoryBudget' allows for:
 #: the prefetched queue and the fetch in flight, the records taken for a batch and the batch
 #: copied from them, and the batch Spark still holds while the next is built, plus the
-#: allocators' slack. Measured at 6 to 8 (docs/reading.md#large-records-and-memory).
-BATCHES_PER_TASK_BUDGET = 10
+#: allocators' slack. Measured at 6 to 8.2 (docs/reading.md#a-tasks-memory-budget).
+BATCHES_PER_TASK_BUDGET = 12
 
 
 def _max_batch_bytes(opts: OptionReader) -> int:
-    """'maxBatchBytes', or a tenth of 'taskMemoryBudget' when only the budget is given."""
+    """'maxBatchBytes', or a twelfth of 'taskMemoryBudget' when only the budget is given."""
     if opts.get("taskMemoryBudget") is None:
         return opts.byte_size("maxBatchBytes", minimum=MIN_BATCH_BYTES, maximum=MAX_BATCH_BYTES)
     budget = opts.byte_size(
@@ -332,9 +332,9 @@ def _max_batch_bytes(opts: OptionReader) -> int:
         raise ConfigurationError(
             "maxBatchBytes",
             opts.text("maxBatchBytes"),
-            f"at most a tenth of taskMemoryBudget ({opts.text('taskMemoryBudget')}), "
+            f"at most a twelfth of taskMemoryBudget ({opts.text('taskMemoryBudget')}), "
             f"{budget // BATCHES_PER_TASK_BUDGET} bytes",
-            "A read task holds up to about ten batches at once (the prefetch, the batch being "
+            "A read task holds up to about eight batches at once (the prefetch, the batch being "
             "built and the one Spark still holds). Lower maxBatchBytes, raise "
             "taskMemoryBudget, or set only taskMemoryBudget.",
         )

@@ -1026,13 +1026,13 @@ def test_max_batch_bytes_refusals_say_what_is_allowed(text: str) -> None:
 @pytest.mark.parametrize(
     ("given", "expected"),
     [
-        pytest.param({"taskMemoryBudget": "160m"}, 16 * MB, id="160m budget: 16m batches"),
-        pytest.param({"taskMemoryBudget": "40m"}, 4 * MB, id="40m budget: 4m batches"),
+        pytest.param({"taskMemoryBudget": "192m"}, 16 * MB, id="192m budget: 16m batches"),
+        pytest.param({"taskMemoryBudget": "48m"}, 4 * MB, id="48m budget: 4m batches"),
         pytest.param({"taskMemoryBudget": "1g", "maxBatchBytes": "8m"}, 8 * MB, id="both"),
         pytest.param(
-            {"taskMemoryBudget": "100m", "maxBatchBytes": "10m"}, 10 * MB, id="both, at the edge"
+            {"taskMemoryBudget": "120m", "maxBatchBytes": "10m"}, 10 * MB, id="both, at the edge"
         ),
-        pytest.param({"TASKMEMORYBUDGET": "640k"}, 64 * 1024, id="any case, the smallest"),
+        pytest.param({"TASKMEMORYBUDGET": "768k"}, 64 * 1024, id="any case, the smallest"),
     ],
 )
 def test_task_memory_budget_sizes_the_batches(given: dict[str, str], expected: int) -> None:
@@ -1044,7 +1044,7 @@ def test_task_memory_budget_sizes_the_batches(given: dict[str, str], expected: i
 @pytest.mark.parametrize(
     ("given", "names"),
     [
-        pytest.param({"taskMemoryBudget": "100k"}, ("taskMemoryBudget", "from 640k"), id="small"),
+        pytest.param({"taskMemoryBudget": "100k"}, ("taskMemoryBudget", "from 768k"), id="small"),
         pytest.param({"taskMemoryBudget": "lots"}, ("taskMemoryBudget", "'lots'"), id="not a size"),
         pytest.param(
             {"taskMemoryBudget": "100m", "maxBatchBytes": "16m"},
