@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from confluent_kafka import ElectionType, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from kafka_direct.testing.kafka_cluster import KafkaCluster
@@ -46,6 +47,7 @@ KINDS = {
 }
 PAUSE_S = 8.0
 WAIT_S = 240.0
+ELECT_AFTER_S = 5.0
 WORKER_ATTEMPTS = 15
 
 
@@ -74,6 +76,15 @@ def leaders(bootstrap: str, topic: str) -> dict[int, int]:
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
     metadata = admin.list_topics(topic, timeout=10)
     return {p: int(m.leader) for p, m in metadata.topics[topic].partitions.items()}
+
+
+def elect_preferred(bootstrap: str, topic: str, partitions: list[int]) -> None:
+    """Ask for a preferred leader election on ``partitions``; a partition whose preferred replica
+    leads already, or is not in sync yet, is left as it is (the caller polls again)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    tps = [TopicPartition(topic, p) for p in partitions]
+    with contextlib.suppress(KafkaException, TimeoutError):
+        admin.elect_leaders(ElectionType.PREFERRED, tps).result(timeout=30)
 
 
 def quorum_leader(cluster: KafkaCluster) -> int | None:
@@ -252,10 +263,19 @@ class Injector:
         controller = active_controller(self.cluster)
         bootstrap = self.cluster.bootstrap_servers
         current: dict[int, int] = {}
+        elect_at = [time.monotonic() + ELECT_AFTER_S]
 
         def found() -> bool:
             current.update(leaders(bootstrap, self.topic))
-            return any(leader not in (controller, -1) for leader in current.values())
+            if any(leader not in (controller, -1) for leader in current.values()):
+                return True
+            if time.monotonic() > elect_at[0]:
+                # Restarted brokers do not lead again until Kafka's automatic rebalance (every
+                # 300 s by default): after a leader and a controller restart, the controller can
+                # lead every partition. A preferred election gives them back.
+                elect_at[0] = time.monotonic() + ELECT_AFTER_S
+                elect_preferred(bootstrap, self.topic, list(current))
+            return False
 
         wait_until(found, WAIT_S, f"a leader of {self.topic} that is not the controller")
         partition = next(p for p, b in sorted(current.items()) if b not in (controller, -1))
