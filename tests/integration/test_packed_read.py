@@ -10,6 +10,7 @@ partition, and data loss in one of the packed partitions.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +18,7 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import Consumer
 
+from kafka_direct.consumer import packed
 from kafka_direct.consumer.native import NativeConsumer
 from kafka_direct.consumer.packed import GroupConsumer, fetch_ranges
 from kafka_direct.consumer.pool import PoolKey
@@ -32,6 +34,8 @@ pytestmark = pytest.mark.serial
 
 PATHS = ("native", "python")
 POLL_MS = 5_000
+#: Long enough for a consumer to fetch to the log end (its queued EOF) or to fetch a burst.
+IDLE_S = 1.0
 
 
 def open_group(path: str, bootstrap: str, isolation: str = "read_uncommitted") -> GroupConsumer:
@@ -244,6 +248,53 @@ def test_a_pooled_consumer_a_micro_batch_behind_reads_forward_through_its_queue(
         assert rows == [expected(records, ranges) for ranges in tasks], path
         assert assigns == [0], path
         assert clients == 1, path
+
+
+@pytest.mark.parametrize("behind", [False, True], ids=["kept", "a-micro-batch-behind"])
+def test_a_pooled_consumer_idle_at_the_log_end_reads_the_next_burst_without_asking_the_broker(
+    make_topic: Callable[..., str],
+    kafka_bootstrap: str,
+    monkeypatch: pytest.MonkeyPatch,
+    behind: bool,
+) -> None:
+    """Between micro-batches a pooled consumer sits at the log end and queues an EOF per
+    partition, ahead of the records that come next. Those EOFs are stale: the next task reads
+    its records from the queue without asking the broker for watermarks (a request that waits
+    behind the consumer's fetch long-poll, up to fetch.wait.max.ms per partition: the bursts
+    benchmark's stalls). ``behind``: the micro-batch in between went to another worker, so the
+    queue also holds its records and their EOFs, and a read can end on one of them."""
+    checks: list[OffsetRange] = []
+    real_check = packed.check_short_log
+
+    def counting(pc: Any, rng: OffsetRange, *args: Any) -> int:
+        checks.append(rng)
+        return real_check(pc, rng, *args)
+
+    monkeypatch.setattr(packed, "check_short_log", counting)
+    for path in PATHS:
+        topic = make_topic(partitions=3, prefix="packed-idle")
+        records = produce_known(kafka_bootstrap, topic, per_partition=10, partitions=3)
+        start = 20 if behind else 10
+        tasks = [
+            [OffsetRange(topic, p, 0, 10) for p in range(3)],  # to the log end
+            [OffsetRange(topic, p, start, start + 10) for p in range(3)],
+        ]
+
+        def burst(done: int, topic: str = topic, records: list[Record] = records) -> None:
+            if done != 1:
+                return
+            for index in (10, 20) if behind else (10,):
+                time.sleep(IDLE_S)  # the consumer reaches the log end and queues its EOFs
+                records += produce_known(
+                    kafka_bootstrap, topic, per_partition=10, partitions=3, start_index=index
+                )
+            time.sleep(IDLE_S)  # ... and fetches the burst behind them
+
+        checks.clear()
+        rows, assigns, clients = read_in_turn(path, kafka_bootstrap, tasks, burst)
+        assert rows == [expected(records, ranges) for ranges in tasks], path
+        assert (assigns, clients) == ([0], 1), path  # the second task read the pooled queue
+        assert checks == [], path
 
 
 def read_in_turn(

@@ -37,7 +37,7 @@ from confluent_kafka import TopicPartition as CkTopicPartition
 
 from kafka_direct.config.clients import DEFAULT_MAX_BATCH_BYTES
 from kafka_direct.consumer.budget import consume_within
-from kafka_direct.consumer.loss import check_short_log, out_of_range
+from kafka_direct.consumer.loss import check_short_log, out_of_range, short_log_suspect
 from kafka_direct.consumer.native import NativeConsumer
 from kafka_direct.consumer.rows import to_record_batch
 from kafka_direct.consumer.task_consumer import (
@@ -203,14 +203,22 @@ def fetch_range(
     pc.position_at(rng.topic, rng.partition, nxt, log_start)
     slice_s = min(CONSUME_SLICE_S, poll_timeout_ms / 1000.0)
     progress = Progress(pc.events, poll_timeout_ms)
+    # A log end short of the range, not yet checked (see short_log_suspect).
+    suspect: int | None = None
     while nxt < until:
         n = min(until - nxt, batch_size)
         taken = pc.take(rng, nxt, n, slice_s, include_headers, max_batch_bytes)
         batch, nxt, outcome = taken.batch, taken.next_offset, taken.outcome
         if outcome is Outcome.NOTHING:
+            if suspect is not None:
+                nxt = check_short_log(pc, rng, max(nxt, suspect), fail_on_data_loss, on_skip)
+                suspect = None
+                continue
             progress.check(rng, nxt)
             continue
         progress.made()
+        if suspect is not None and nxt > suspect:
+            suspect = None  # records at or past that log end came: it was stale
         log_end = taken.log_end
         if log_end is not None:
             # A trailing EOF: the queue now stands at the log end, even when the range was
@@ -230,12 +238,12 @@ def fetch_range(
             if nxt < until:
                 nxt = out_of_range(pc, rng, nxt, fail_on_data_loss, on_skip)
         elif log_end is not None and nxt < until:
-            # Everything before the log end has been delivered, so [nxt, log_end) is a gap.
-            nxt = (
-                until
-                if log_end >= until
-                else check_short_log(pc, rng, max(nxt, log_end), fail_on_data_loss, on_skip)
-            )
+            # Everything before the log end has been delivered: [nxt, log_end) is a gap, and
+            # the range is done if the log ends at or past it.
+            if log_end >= until:
+                nxt = until
+            else:
+                suspect = short_log_suspect(nxt, log_end)
 
 
 def _take_native(

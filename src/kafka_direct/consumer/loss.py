@@ -19,7 +19,7 @@ from kafka_direct.errors import DataLossError, KafkaClientError
 from kafka_direct.kafka.translate import kafka_errors
 from kafka_direct.offsets import OffsetRange
 
-__all__ = ["check_short_log", "out_of_range"]
+__all__ = ["check_short_log", "out_of_range", "short_log_suspect"]
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +56,19 @@ def _watermarks(pc: TaskConsumer, rng: OffsetRange) -> tuple[int, int]:
                 raise
             log.info("%s; asking again", exc)
             time.sleep(WATERMARK_RETRY_S)
+
+
+def short_log_suspect(nxt: int, log_end: int) -> int:
+    """Where a log end short of a range (an EOF before ``until``) says the log ends, to be
+    checked with :func:`check_short_log` only if the queue then brings nothing more.
+
+    Such an EOF is mostly stale: a pooled consumer that sat at the log end between
+    micro-batches queued it before the records that came since, and a read can end on it
+    (its count or byte budget spent on records before the range's start). Asking the broker at
+    once costs a watermark request that waits behind the consumer's own fetch long-poll on the
+    same connection, up to ``fetch.wait.max.ms`` per partition (``benchmarks/bursts.py``). A
+    record at or past this offset shows the EOF stale; a read that brings nothing does not."""
+    return max(nxt, log_end)
 
 
 def check_short_log(

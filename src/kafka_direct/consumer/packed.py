@@ -45,7 +45,7 @@ from confluent_kafka import TopicPartition as CkTopicPartition
 from kafka_direct.config.clients import DEFAULT_MAX_BATCH_BYTES
 from kafka_direct.consumer.budget import consume_within
 from kafka_direct.consumer.fetch import CONSUME_SLICE_S, GROUP_LOOKUP_ERRORS, _GcPaused
-from kafka_direct.consumer.loss import check_short_log, out_of_range
+from kafka_direct.consumer.loss import check_short_log, out_of_range, short_log_suspect
 from kafka_direct.consumer.rows import to_record_batch
 from kafka_direct.consumer.task_consumer import (
     _OUT_OF_RANGE,
@@ -209,6 +209,8 @@ def rounds(ranges: Sequence[OffsetRange]) -> list[list[OffsetRange]]:
 class _Slot:
     rng: OffsetRange
     nxt: int
+    #: A log end short of the range, not yet checked (see short_log_suspect).
+    suspect: int | None = None
 
     @property
     def done(self) -> bool:
@@ -286,20 +288,39 @@ def _fetch_round(
         taken = pc.take(rnd, n, slice_s, wait, include_headers, max_batch_bytes)
         wait = slice_s if taken is None else min(slice_s, FLOWING_WAIT_S)
         if taken is None:
-            first = active[0]
-            progress.check(first.rng, first.nxt)
-            continue
-        progress.made()
-        batches, news = taken
-        for i, last, beyond, eof in news:
-            _advance(pc, slots[i], last, beyond, eof, fail_on_data_loss, on_skip)
+            # Nothing more is queued: a log end short of a range is now worth asking about.
+            if not _check_suspects(pc, active, fail_on_data_loss, on_skip):
+                first = active[0]
+                progress.check(first.rng, first.nxt)
+                continue
+            batches: list[pa.RecordBatch] = []
+        else:
+            progress.made()
+            batches, news = taken
+            for i, last, beyond, eof in news:
+                _advance(pc, slots[i], last, beyond, eof, fail_on_data_loss, on_skip)
         if pc.moved:
             active = [s for s in slots if not s.done]
             pc.assign_all([(s.rng.topic, s.rng.partition, s.nxt) for s in active])
         active = [s for s in active if not s.done]
-        yield from batches
-        del batches, taken
-        progress.restart()
+        if batches:
+            yield from batches
+            del batches, taken
+            progress.restart()
+
+
+def _check_suspects(
+    pc: GroupConsumer, active: list[_Slot], fail: bool, on_skip: OnSkip | None
+) -> bool:
+    """Check the short log ends the active slots suspect (see short_log_suspect); whether
+    there were any."""
+    checked = False
+    for slot in active:
+        if slot.suspect is not None:
+            slot.nxt = check_short_log(pc, slot.rng, slot.suspect, fail, on_skip)
+            slot.suspect = None
+            checked = True
+    return checked
 
 
 def _advance(
@@ -317,6 +338,8 @@ def _advance(
     if last >= 0:
         slot.nxt = until if beyond else max(slot.nxt, last + 1)
         pc.positions[tp] = last + 1
+        if slot.suspect is not None and last >= slot.suspect:
+            slot.suspect = None  # records at or past that log end came: it was stale
     outcome = Outcome.of(eof)
     if outcome is Outcome.OUT_OF_RANGE:
         # librdkafka stops fetching the partition: its queue cannot be reused.
@@ -330,12 +353,12 @@ def _advance(
     if outcome is Outcome.OUT_OF_RANGE:
         slot.nxt = out_of_range(pc, slot.rng, slot.nxt, fail, on_skip)
     elif eof is not None:
-        # Everything before the log end has been delivered, so [nxt, eof) is a gap.
-        slot.nxt = (
-            until
-            if eof >= until
-            else check_short_log(pc, slot.rng, max(slot.nxt, eof), fail, on_skip)
-        )
+        # Everything before the log end has been delivered: [nxt, eof) is a gap, and the
+        # range is done if the log ends at or past it.
+        if eof >= until:
+            slot.nxt = until
+        else:
+            slot.suspect = short_log_suspect(slot.nxt, eof)
 
 
 def _take_python(

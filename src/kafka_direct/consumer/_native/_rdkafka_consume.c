@@ -32,6 +32,13 @@ static int64_t record_bytes(const rd_kafka_message_t *m, int headers) {
  * max_bytes of records came, an event came (it may end a range, or need the caller), or
  * timeout_s passed. Returns how many came; *failed is set when the call itself failed.
  *
+ * After an EOF event the read goes on without waiting, through what is queued already. A pooled
+ * consumer that sat at the log end between micro-batches holds an EOF per partition ahead of
+ * the records that came since: read alone, that stale EOF looks like a log shorter than the
+ * range, and the caller asks the broker for its watermarks, a request that waits behind the
+ * consumer's own fetch long-poll (fetch.wait.max.ms) on the same connection. Read together
+ * with the records behind it, it is recognised as stale (an EOF followed by records).
+ *
  * librdkafka cannot put records back, so the byte budget is kept by taking records in chunks:
  * the first chunk is one record (a record larger than the whole budget is then alone in its
  * batch), and each later one is sized to fill half of what is left of the budget at the mean
@@ -41,12 +48,12 @@ Py_ssize_t kd_take(rd_kafka_queue_t *queue, rd_kafka_message_t **msgs, Py_ssize_
                    Py_ssize_t max_bytes, double timeout_s, int headers, int *failed) {
     Py_ssize_t got = 0;
     int64_t bytes = 0;
-    int event_seen = 0;
+    int event_seen = 0, eof_seen = 0;
     double deadline = now_s() + timeout_s;
     *failed = 0;
     while (got < max_messages && bytes < max_bytes && !event_seen) {
         double left = deadline - now_s();
-        int wait_ms = left > 0 ? (int)(left * 1000.0 + 0.5) : 0;
+        int wait_ms = left > 0 && !eof_seen ? (int)(left * 1000.0 + 0.5) : 0;
         Py_ssize_t chunk = max_messages - got;
         Py_ssize_t cap = 1;
         if (got > 0) {
@@ -63,7 +70,8 @@ Py_ssize_t kd_take(rd_kafka_queue_t *queue, rd_kafka_message_t **msgs, Py_ssize_
         }
         if (n == 0) break;
         for (Py_ssize_t i = got; i < got + n; i++) {
-            if (msgs[i]->err) event_seen = 1;
+            if (msgs[i]->err == ERR_PARTITION_EOF) eof_seen = 1;
+            else if (msgs[i]->err) event_seen = 1;
             else bytes += record_bytes(msgs[i], headers);
         }
         got += n;
