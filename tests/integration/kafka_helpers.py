@@ -9,10 +9,11 @@ On Apache Kafka the data goes in ordinary batches. The library itself never work
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from dataclasses import dataclass
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from kafka_direct.testing.broker import create_topic, delete_topic
 
@@ -23,6 +24,7 @@ __all__ = [
     "delete_topic",
     "new_topic_name",
     "produce_known",
+    "read_values",
     "tansu_log_end_workaround",
 ]
 
@@ -120,3 +122,46 @@ def produce_known(
     assert not errors, errors
     assert len(delivered) == per_partition * partitions
     return sorted(delivered, key=lambda r: (r.partition, r.offset))
+
+
+def read_values(
+    bootstrap: str,
+    topic: str,
+    isolation: str,
+    partitions: int = 1,
+    *,
+    at_least: int = 0,
+    timeout_s: float = 120.0,
+) -> list[bytes]:
+    """The values of partitions ``0 .. partitions - 1`` of ``topic`` under ``isolation``, read
+    until every one of them is at its end and at least ``at_least`` came, or ``timeout_s``
+    passed (the caller's assertions on exact content then say what is missing)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"check-{uuid.uuid4().hex[:6]}",
+            "isolation.level": isolation,
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    values: list[bytes] = []
+    at_end: set[int] = set()
+    deadline = time.monotonic() + timeout_s
+    try:
+        while (len(at_end) < partitions or len(values) < at_least) and (
+            time.monotonic() < deadline
+        ):
+            for message in consumer.consume(10_000, timeout=0.5):
+                error = message.error()
+                if error is None:
+                    values.append(message.value())
+                    at_end.discard(message.partition())
+                elif error.code() == KafkaError._PARTITION_EOF:
+                    at_end.add(message.partition())
+                else:
+                    raise AssertionError(error)
+    finally:
+        consumer.close()
+    return values

@@ -15,16 +15,14 @@ import collections
 import os
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
 from kafka_direct.testing import StandaloneCluster
-from tests.integration.kafka_helpers import create_topic
+from tests.integration.kafka_helpers import create_topic, read_values
 from tests.integration.speculation_driver import value
 
 pytestmark = pytest.mark.serial
@@ -41,34 +39,6 @@ def two_hosts() -> Iterator[StandaloneCluster]:
         yield cluster
     finally:
         cluster.stop()
-
-
-def _read(bootstrap: str, topic: str, isolation: str) -> list[bytes]:
-    """Every record of partition 0 up to its end, under ``isolation``."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"check-{uuid.uuid4().hex[:6]}",
-            "isolation.level": isolation,
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        }
-    )
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    values: list[bytes] = []
-    deadline = time.monotonic() + 60
-    try:
-        while time.monotonic() < deadline:
-            for message in consumer.consume(1_000, timeout=0.5):
-                if message.error() is None:
-                    values.append(message.value())
-                elif message.error().code() == -191:  # _PARTITION_EOF
-                    return values
-                else:
-                    raise AssertionError(message.error())
-    finally:
-        consumer.close()
-    raise AssertionError(f"{topic}: no end of partition within 60 s ({len(values)} read)")
 
 
 def test_a_speculative_copy_and_its_original_commit_once(
@@ -100,13 +70,13 @@ def test_a_speculative_copy_and_its_original_commit_once(
     assert len(first) == 2 and set(first) == set(HOSTS), seen
 
     expected = sorted(value(i) for i in range(ROWS))
-    committed = _read(kafka_bootstrap, topic, "read_committed")
+    committed = read_values(kafka_bootstrap, topic, "read_committed")
     counts = collections.Counter(committed)
     assert sum(n - 1 for n in counts.values()) == 0, "duplicates under read_committed"
     assert sorted(committed) == expected
     # The stalled attempt's first rows reached Kafka before its copy fenced it: both copies
     # wrote, and only one copy's rows count.
-    everything = _read(kafka_bootstrap, topic, "read_uncommitted")
+    everything = read_values(kafka_bootstrap, topic, "read_uncommitted")
     aborted = collections.Counter(everything) - counts
     assert aborted, "the first attempt wrote nothing before its copy: nothing was proven"
     assert set(aborted) <= {value(i) for i in range(50)}, "aborted rows of another task"

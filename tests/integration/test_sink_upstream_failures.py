@@ -26,15 +26,14 @@ import os
 import re
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 
-from tests.integration.kafka_helpers import create_topic
+from tests.integration.kafka_helpers import create_topic, read_values
 
 pytestmark = [pytest.mark.serial, pytest.mark.slow]
 
@@ -59,37 +58,6 @@ def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
     for i, value in enumerate(values):
         producer.produce(topic, value, partition=i * PARTITIONS // len(values))
     assert producer.flush(60) == 0
-
-
-def _read_all(bootstrap: str, topic: str, isolation: str, at_least: int) -> list[bytes]:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"check-{uuid.uuid4().hex[:6]}",
-            "isolation.level": isolation,
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        }
-    )
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-    values: list[bytes] = []
-    at_end: set[int] = set()
-    deadline = time.monotonic() + 120
-    try:
-        while (len(at_end) < PARTITIONS or len(values) < at_least) and (
-            time.monotonic() < deadline
-        ):
-            for message in consumer.consume(10_000, timeout=0.5):
-                if message.error() is None:
-                    values.append(message.value())
-                    at_end.discard(message.partition())
-                elif message.error().code() == -191:  # _PARTITION_EOF
-                    at_end.add(message.partition())
-                else:
-                    raise AssertionError(message.error())
-    finally:
-        consumer.close()
-    return values
 
 
 class Run:
@@ -168,7 +136,7 @@ def test_exactly_once_never_commits_a_task_cut_off_upstream(
     exactly_once: Run, kafka_bootstrap: str, scenario: str
 ) -> None:
     out, expected = exactly_once.check(scenario)
-    committed = _read_all(kafka_bootstrap, out, "read_committed", ROWS)
+    committed = read_values(kafka_bootstrap, out, "read_committed", PARTITIONS, at_least=ROWS)
     counts = collections.Counter(committed)
     duplicates = sum(n - 1 for n in counts.values() if n > 1)
     assert duplicates == 0, f"{duplicates} duplicate(s) under read_committed"
@@ -180,7 +148,7 @@ def test_at_least_once_loses_nothing_when_cut_off_upstream(
     at_least_once: Run, kafka_bootstrap: str, scenario: str
 ) -> None:
     out, expected = at_least_once.check(scenario)
-    seen = _read_all(kafka_bootstrap, out, "read_uncommitted", ROWS)
+    seen = read_values(kafka_bootstrap, out, "read_uncommitted", PARTITIONS, at_least=ROWS)
     counts = collections.Counter(seen)
     assert set(counts) == set(expected), "lost or foreign values"
     # A failed attempt's rows that reached Kafka before it failed stay there, and its retry
