@@ -39,6 +39,9 @@ def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
     check(f"produced {len(values)} records", producer.flush(60) == 0)
 
 
+TOPIC_TIMEOUT_S = 120.0
+
+
 def read_back(bootstrap: str, topic: str, n: int) -> list[bytes]:
     from confluent_kafka import Consumer, TopicPartition
 
@@ -60,8 +63,10 @@ def spark_checks(bootstrap: str) -> None:
     from kafka_direct.testing.broker import create_topic
 
     source, out = f"smoke-in-{uuid.uuid4().hex[:8]}", f"smoke-out-{uuid.uuid4().hex[:8]}"
-    create_topic(bootstrap, source, partitions=1)
-    create_topic(bootstrap, out, partitions=1)
+    # The suite's shared broker, beside the serial part's heaviest tests: a CI run saw the
+    # default 30 s pass without an answer to CreateTopics.
+    create_topic(bootstrap, source, partitions=1, timeout_s=TOPIC_TIMEOUT_S)
+    create_topic(bootstrap, out, partitions=1, timeout_s=TOPIC_TIMEOUT_S)
     first = [f"v{i:03d}".encode() for i in range(100)]
     produce(bootstrap, source, first)
 
