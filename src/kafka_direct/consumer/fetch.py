@@ -211,7 +211,7 @@ def fetch_range(
         batch, nxt, outcome = taken.batch, taken.next_offset, taken.outcome
         if outcome is Outcome.NOTHING:
             if suspect is not None:
-                nxt = check_short_log(pc, rng, max(nxt, suspect), fail_on_data_loss, on_skip)
+                nxt = check_short_log(pc, rng, suspect, fail_on_data_loss, on_skip)
                 suspect = None
                 continue
             progress.check(rng, nxt)
