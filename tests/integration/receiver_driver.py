@@ -10,7 +10,8 @@ process of its own. The spec (JSON) says:
 - ``bootstrap``, ``cores`` (``local[cores]``), ``control`` (a directory);
 - ``streams``: each with ``name``, ``topic``, ``group``, ``receivers``, ``wal`` (bool),
   ``wal_dir``, ``batch_interval``, ``db`` (the SQLite sink), and optionally ``params`` (extra
-  kafkaParams), ``max_pending_blocks``, ``max_rate``, ``slow_s`` (sleep per batch) and
+  kafkaParams), ``max_pending_blocks``, ``max_rate``, ``block_interval``, ``slow_s`` (sleep per
+  batch) and
   ``stall_after`` (once the sink holds that many rows, the batch function never returns: the
   batch is written but never marked done);
 - ``share`` (a dict, optional): the stream is ``KafkaUtils.createShareStream`` instead, with
@@ -220,6 +221,7 @@ def main(spec_path: str, run: str) -> None:
             walDir=s.get("wal_dir"),
             maxPendingBlocks=s.get("max_pending_blocks"),
             maxRatePerReceiver=s.get("max_rate"),
+            blockInterval=s.get("block_interval", 0.2),
         )
         stream.foreachBatch(
             _sink(s["name"], s["db"], run, s.get("stall_after"), float(s.get("slow_s", 0)), stop)

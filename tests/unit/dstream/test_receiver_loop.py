@@ -163,6 +163,8 @@ def make_receiver(
     fs: FileSystem | None = None,
     events: list[tuple[str, str]] | None = None,
     classify: Callable[[Any], BaseException | None] = lambda _e: None,
+    commit_results: list[bool] | None = None,
+    group_offsets: dict[tuple[str, int], int | None] | None = None,
     **overrides: Any,
 ) -> tuple[Receiver, FakeConsumer]:
     events = events if events is not None else []
@@ -187,9 +189,18 @@ def make_receiver(
     )
     clock = FakeClock()
 
+    results = commit_results if commit_results is not None else []
+
     def commit(offsets: dict[tuple[str, int], int]) -> bool:
-        events.append(("commit", ",".join(f"{t}-{p}@{o}" for (t, p), o in sorted(offsets.items()))))
-        return True
+        ok = results.pop(0) if results else True  # the group's answers, in order; then yes
+        shown = ",".join(f"{t}-{p}@{o}" for (t, p), o in sorted(offsets.items()))
+        events.append(("commit" if ok else "commit-refused", shown))
+        return ok
+
+    def committed(parts: list[tuple[str, int]]) -> dict[tuple[str, int], int | None]:
+        events.append(("committed?", ",".join(f"{t}-{p}" for t, p in parts)))
+        offsets = group_offsets or {}
+        return {tp: offsets.get(tp) for tp in parts}
 
     receiver = Receiver(
         spec,
@@ -197,6 +208,7 @@ def make_receiver(
         writer,
         FakeSignals(),  # type: ignore[arg-type]
         committer=commit,
+        committed=committed,
         classify_error=classify,
         clock=clock,
         sleep=clock.sleep,
@@ -389,3 +401,109 @@ def test_blocks_of_large_records_stay_near_their_byte_bound(tmp_path: Path) -> N
     metas = blocks(tmp_path)
     assert sum(m.records for m in metas) == 12
     assert all(m.records <= 4 for m in metas), [m.records for m in metas]
+
+
+# -- failed commits are owed, not dropped ------------------------------------------------------
+
+
+def _assign(consumer: FakeConsumer, *partitions: int) -> None:
+    consumer.rebalances.append(("assign", [FakePartition("t", p) for p in partitions]))
+
+
+def test_a_refused_commit_is_carried_by_the_next_blocks_commit(tmp_path: Path) -> None:
+    events: list[tuple[str, str]] = []
+    receiver, consumer = make_receiver(tmp_path, events=events, commit_results=[False])
+    clock = receiver._test_clock  # type: ignore[attr-defined]
+    _assign(consumer, 0, 1)
+    consumer.feed(messages(0, 0, 3) + messages(1, 0, 2))
+    receiver.step()
+    clock.now += 0.25
+    receiver.step()  # block 1 logged; its commit refused
+    consumer.feed(messages(0, 3, 2))
+    receiver.step()
+    clock.now += 0.25
+    receiver.step()  # block 2 (partition 0 only) carries partition 1's debt
+    assert [e for e in events if e[0].startswith("commit")] == [
+        ("commit-refused", "t-0@3,t-1@2"),
+        ("commit", "t-0@5,t-1@2"),
+    ]
+    assert not receiver.ledger and receiver.status.commit_failures == 1
+
+
+def test_a_refused_commit_is_retried_when_no_block_comes(tmp_path: Path) -> None:
+    events: list[tuple[str, str]] = []
+    receiver, consumer = make_receiver(tmp_path, events=events, commit_results=[False])
+    clock = receiver._test_clock  # type: ignore[attr-defined]
+    _assign(consumer, 0)
+    consumer.feed(messages(0, 0, 3))
+    receiver.step()
+    clock.now += 0.25
+    receiver.step()  # logged; refused
+    receiver.step()  # too soon to retry
+    assert [e[0] for e in events if e[0].startswith("commit")] == ["commit-refused"]
+    clock.now += 1.0
+    receiver.step()
+    assert events[-1] == ("commit", "t-0@3")
+    assert not receiver.ledger
+
+
+@pytest.mark.parametrize(
+    ("group_offset", "commits_on_return"),
+    [
+        (None, [("commit", "t-0@4")]),  # the group has no offset: the debt is committed
+        (0, [("commit", "t-0@4")]),  # behind what was logged: committed before the fetch
+        (4, []),  # already there
+        (9, []),  # another member read further meanwhile: never moved back
+    ],
+)
+def test_a_partition_back_after_a_lost_assignment_is_not_read_again(
+    tmp_path: Path,
+    group_offset: int | None,
+    commits_on_return: list[tuple[str, str]],
+) -> None:
+    # The broker stalled past the session timeout: the block's commit is refused, the
+    # assignment is lost, and the group gives the partition back to this receiver.
+    events: list[tuple[str, str]] = []
+    receiver, consumer = make_receiver(
+        tmp_path,
+        events=events,
+        commit_results=[False],
+        group_offsets={("t", 0): group_offset},
+    )
+    clock = receiver._test_clock  # type: ignore[attr-defined]
+    _assign(consumer, 0)
+    consumer.feed(messages(0, 0, 4))
+    receiver.step()
+    clock.now += 0.25
+    receiver.step()  # logged; commit refused
+    consumer.rebalances.append(("lost", [FakePartition("t", 0)]))
+    receiver.step()
+    assert receiver.ledger.owed == {("t", 0): 4}  # the records are in the log: still owed
+    events.clear()
+    _assign(consumer, 0)
+    receiver.step()
+    kinds = [e[0] for e in events]
+    assert kinds[0] == "committed?" and kinds[-1] == "assign-returned"
+    # Any commit happens inside the callback, before the consumer fetches from the group offset.
+    assert [e for e in events if e[0] in ("commit", "commit-refused")] == commits_on_return
+    assert not receiver.ledger
+
+
+def test_a_debt_for_a_partition_now_elsewhere_is_never_committed(tmp_path: Path) -> None:
+    events: list[tuple[str, str]] = []
+    receiver, consumer = make_receiver(tmp_path, events=events, commit_results=[False, False])
+    clock = receiver._test_clock  # type: ignore[attr-defined]
+    _assign(consumer, 0, 1)
+    consumer.feed(messages(0, 0, 2) + messages(1, 0, 2))
+    receiver.step()
+    # Revoked with the block open: logged, and its commit refused (the rebalance is under way).
+    consumer.rebalances.append(("revoke", [FakePartition("t", 0), FakePartition("t", 1)]))
+    receiver.step()
+    _assign(consumer, 1)  # partition 0 went to another member
+    consumer.feed(messages(1, 2, 1))
+    receiver.step()
+    clock.now += 0.25
+    receiver.step()
+    commits = [e for e in events if e[0].startswith("commit")]
+    assert commits[-1] == ("commit", "t-1@3")  # partition 0's offsets are its new owner's now
+    assert receiver.ledger.owed == {("t", 0): 2}

@@ -7,6 +7,8 @@ Everything that touches the Kafka client is here, so the loop in
 - :func:`new_consumer`: the group member, with the library's log and error hooks, librdkafka's
   refusal of a setting turned into a :class:`~kafka_direct.errors.ConfigurationError`;
 - :func:`commit`: a synchronous commit of a logged block's offsets, translated;
+- :func:`committed`: the group's offsets, asked when a partition the receiver owes a commit
+  for comes back to it;
 - :func:`consumer_error`: which error events end the receiver (a fatal client error, a denied
   ACL, no committed offset under ``auto.offset.reset=none``) and which only warn;
 - :func:`receiver_task`: what ``foreachPartition`` runs, from start to leaving the group, through
@@ -35,7 +37,14 @@ from kafka_direct.kafka.logs import client_hooks
 from kafka_direct.kafka.translate import config_error, kafka_errors, translate
 from kafka_direct.logs import ensure_worker_logging
 
-__all__ = ["commit", "consumer_error", "new_consumer", "receiver_task", "run_receiver_task"]
+__all__ = [
+    "commit",
+    "committed",
+    "consumer_error",
+    "new_consumer",
+    "receiver_task",
+    "run_receiver_task",
+]
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +55,10 @@ _DENIED = {
     KafkaError.SASL_AUTHENTICATION_FAILED,
     KafkaError._AUTHENTICATION,
 }
+
+
+#: How long a receiver waits for its group's offsets when a partition it owes a commit returns.
+_COMMITTED_TIMEOUT_S = 10.0
 
 
 def new_consumer(config: ReceiverStreamConfig, receiver: int) -> Any:
@@ -75,12 +88,28 @@ def commit(consumer: Any, offsets: Mapping[tuple[str, int], int], receiver: int)
             )
     except KafkaClientError as exc:
         log.warning(
-            "%s. The block is in the log already: the partitions' next owner may read these "
-            "records again (a repeat, not a loss).",
+            "%s. The block is in the log already: the offsets are owed, sent with the next "
+            "commit (a member that reads these partitions before that reads the records again: "
+            "a repeat, not a loss).",
             exc,
         )
         return False
     return True
+
+
+def committed(
+    consumer: Any, partitions: list[tuple[str, int]], receiver: int
+) -> dict[tuple[str, int], int | None] | None:
+    """The group's committed offsets (None where there is none); None (logged) if unknown."""
+    try:
+        with kafka_errors(f"Receiver {receiver} asking the group's offsets"):
+            answer = consumer.committed(
+                [CkTopicPartition(t, p) for t, p in partitions], timeout=_COMMITTED_TIMEOUT_S
+            )
+    except KafkaClientError as exc:
+        log.warning("%s. A partition whose last commit failed may repeat records.", exc)
+        return None
+    return {(tp.topic, tp.partition): (tp.offset if tp.offset >= 0 else None) for tp in answer}
 
 
 def consumer_error(error: KafkaError, config: ReceiverStreamConfig) -> KafkaDirectError | None:
@@ -113,6 +142,7 @@ def receiver_task(spec: ReceiverSpec, _rows: Iterable[Any]) -> None:
             writer,
             signals,
             committer=lambda offsets: commit(consumer, offsets, spec.receiver),
+            committed=lambda partitions: committed(consumer, partitions, spec.receiver),
             classify_error=lambda error: consumer_error(error, spec.config),
         )
 
@@ -156,7 +186,5 @@ def run_receiver_task(
         try:
             consumer.close()
         except (KafkaException, RuntimeError) as exc:
-            log.warning(
-                "%s %d: closing its consumer failed: %s", receiver.KIND, spec.receiver, exc
-            )
+            log.warning("%s %d: closing its consumer failed: %s", receiver.KIND, spec.receiver, exc)
         receiver.closed()

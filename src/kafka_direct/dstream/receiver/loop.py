@@ -21,8 +21,10 @@ The loop is Spark's ``KafkaReceiver`` with its ``ReliableKafkaReceiver`` rules:
   has been silent too long (:class:`~kafka_direct.dstream.receiver.control.ReceiverSignals`);
   then it logs its block, commits and leaves the group.
 
-A failed commit is logged and not retried: the block is in the log already, so the worst case is
-that the partition's next owner reads those records again.
+A failed commit is logged and owed (:mod:`~kafka_direct.dstream.receiver.commit_ledger`): the
+block is in the log already, the next commit carries the offsets, and if the partition comes back
+to this receiver first (it rejoined after its session expired), they are committed before it
+fetches. Only a partition that another member reads meanwhile may repeat those records.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import pyarrow as pa
 from kafka_direct.consumer.budget import consume_within
 from kafka_direct.consumer.rows import to_record_batch
 from kafka_direct.dstream.receiver.base import PENDING_EVERY_S, BaseReceiver, ReceiverSpec
+from kafka_direct.dstream.receiver.commit_ledger import RETRY_EVERY_S, CommitLedger
 from kafka_direct.dstream.receiver.control import ReceiverSignals, ReceiverStatus
 from kafka_direct.dstream.receiver.policy import BlockCutter, PauseRule, RateLimiter
 from kafka_direct.dstream.receiver.wal import BlockMeta, BlockWriter
@@ -98,6 +101,8 @@ class Receiver(BaseReceiver):
         signals: ReceiverSignals,
         *,
         committer: Callable[[dict[tuple[str, int], int]], bool],
+        committed: Callable[[list[tuple[str, int]]], dict[tuple[str, int], int | None] | None]
+        | None = None,
         classify_error: Callable[[Any], BaseException | None] = lambda _error: None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
@@ -115,6 +120,10 @@ class Receiver(BaseReceiver):
         )
         config = spec.config
         self._commit_offsets = committer
+        self._committed = committed
+        #: Logged offsets whose commit failed: carried by the next commit, settled on return.
+        self.ledger = CommitLedger()
+        self._commit_tried = -1e18
         self.limiter = RateLimiter(config.max_rate_per_receiver, config.block_interval_s, clock)
         self.cutter = BlockCutter(config.block_interval_s)
         self.rule = PauseRule(config.max_pending_blocks)
@@ -141,6 +150,8 @@ class Receiver(BaseReceiver):
         now = self._clock()
         if self.cutter.due(self.block.opened_at, now, self.block.size):
             self.flush("interval")
+        elif self.ledger and now - self._commit_tried >= RETRY_EVERY_S:
+            self._commit({})
         self._apply_pause(now)
         if self.paused:
             # Serves rebalances; a partition assigned meanwhile may still hand over records.
@@ -168,9 +179,12 @@ class Receiver(BaseReceiver):
         self._report_now(self._clock())
 
     def flush(self, why: str) -> None:
-        """Log the block being filled, then commit its offsets (in this order)."""
+        """Log the block being filled, then commit its offsets (in this order), with whatever
+        an earlier failed commit still owes."""
         block = self.block
         if not block.records:
+            if self.ledger:
+                self._commit({})
             return
         meta = BlockMeta(
             receiver=self.spec.receiver,
@@ -184,9 +198,21 @@ class Receiver(BaseReceiver):
         self._pending_checked = -1e18  # count the log again before taking more
         self.status.records += meta.records
         self.status.blocks += 1
-        if not self._commit_offsets({(t, p): until for t, p, _, until, _ in meta.ranges}):
-            self.status.commit_failures += 1
+        self._commit({(t, p): until for t, p, _, until, _ in meta.ranges})
         log.debug("Receiver %d logged %d records (%s)", self.spec.receiver, meta.records, why)
+
+    def _commit(self, logged: dict[tuple[str, int], int]) -> None:
+        assigned = (
+            [(p.topic, p.partition) for p in self.consumer.assignment()] if self.ledger else []
+        )
+        offsets = self.ledger.request(logged, assigned)
+        if not offsets:
+            return
+        self._commit_tried = self._clock()
+        ok = self._commit_offsets(offsets)
+        self.ledger.settled(offsets, ok)
+        if not ok:
+            self.status.commit_failures += 1
 
     # -- what the consumer hands over ----------------------------------------------------------
 
@@ -222,8 +248,33 @@ class Receiver(BaseReceiver):
         names = sorted(f"{p.topic}-{p.partition}" for p in partitions)
         log.info("Receiver %d assigned %s", self.spec.receiver, ", ".join(names) or "nothing")
         self.status.assignment = sorted({*self.status.assignment, *names})
+        self._settle_returning([(p.topic, p.partition) for p in partitions])
         self._repause = self.paused
         self._report_now(self._clock(), force=True)
+
+    def _settle_returning(self, assigned: list[tuple[str, int]]) -> None:
+        """A partition back whose last commit failed: commit what this receiver logged of it
+        before the consumer fetches, so that it does not read its own logged records again."""
+        returning = self.ledger.returning(assigned)
+        if not returning or self._committed is None:
+            return
+        committed = self._committed(returning)
+        if committed is None:
+            return  # not known: the debt stays, and the records may repeat
+        ahead = self.ledger.reclaim(committed)
+        if not ahead:
+            return
+        ok = self._commit_offsets(ahead)
+        self.ledger.settled(ahead, ok)
+        if ok:
+            log.info(
+                "Receiver %d committed %s on assignment: it had logged those records before a "
+                "commit failed, so it does not read them again",
+                self.spec.receiver,
+                ", ".join(f"{t}-{p}@{o}" for (t, p), o in sorted(ahead.items())),
+            )
+        else:
+            self.status.commit_failures += 1
 
     def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
         # Before the partitions go: everything received is logged, then committed.
