@@ -20,7 +20,9 @@ process of its own. The spec (JSON) says:
   at its first delivery, ``recordCheck`` writes ``control/holding-PID`` and never returns: the
   test kills that receiver there), ``slow`` and ``slow_check_s`` (a value on whose first delivery
   ``recordCheck`` sleeps that long: past the lock), ``log_checks`` (every ``recordCheck`` call
-  appends ``topic partition offset delivery_count`` to ``control/checks-PID.txt``);
+  appends ``topic partition offset delivery_count`` to ``control/checks-PID.txt``), ``gate``
+  (a name: at its first record each receiver writes ``control/GATE-first-PID`` and waits, at
+  most 20 s, until the test writes ``control/GATE-open``);
 - ``start_errors``: createStream arguments expected to fail at ``start()``; each error's type
   and message are written to ``control/start_errors.json``.
 
@@ -89,12 +91,33 @@ def _sink(
     return fn
 
 
+#: Longest a receiver waits at its ``gate``: well inside the group's 30 s record lock.
+GATE_TIMEOUT_S = 20.0
+
+
 def _record_check(share: dict[str, Any], control: str) -> Any:
     poison, hold, slow = share.get("poison"), share.get("hold"), share.get("slow")
     cost_ms, slow_s = float(share.get("cost_ms", 0)), float(share.get("slow_check_s", 0))
     log_checks = bool(share.get("log_checks"))
+    gate = share.get("gate")  # a name: each receiver waits at its first record (see below)
+    passed: list[bool] = []
+
+    def wait_at_gate() -> None:
+        # The receiver announces its first record (control/GATE-first-PID), then holds it until
+        # the test opens the gate (control/GATE-open): the test produces one wave of records
+        # per receiver, each taken by a receiver not yet held, so every receiver gets records.
+        with open(os.path.join(control, f"{gate}-first-{os.getpid()}"), "w") as f:
+            f.write("held")
+        deadline = time.monotonic() + GATE_TIMEOUT_S
+        while not os.path.exists(os.path.join(control, f"{gate}-open")):
+            if time.monotonic() > deadline:
+                break  # the test fails on its own wait; never hold records past their lock
+            time.sleep(0.05)
+        passed.append(True)
 
     def check(record: Any) -> None:
+        if gate and not passed:
+            wait_at_gate()
         if log_checks:  # one short O_APPEND write a call: whole lines even across processes
             with open(os.path.join(control, f"checks-{os.getpid()}.txt"), "a") as f:
                 line = f"{record.topic} {record.partition} {record.offset} {record.delivery_count}"

@@ -106,7 +106,7 @@ def run(bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, A
         "bootstrap": bootstrap,
         "cores": 8,  # 6 receivers, and slots for the batches
         "streams": [
-            _stream("par", par_topic, par_group, work, 3, cost_ms=3),
+            _stream("par", par_topic, par_group, work, 3, cost_ms=3, gate="par"),
             _stream(
                 "poison",
                 poison_topic,
@@ -130,17 +130,30 @@ def run(bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, A
             "every receiver running",
             600,
         )
+        control = app.control
+        # Brokers acquire whole producer batches: small ones let the work spread. Each "par"
+        # receiver holds its first record at a gate: one wave of 20 records per receiver, each
+        # produced once the wave before it is held, can only go to a receiver not yet holding
+        # one. So all three read the partition by construction, not by the scheduler's luck.
+        par: list[Record] = []
+        for held in range(1, 4):
+            par += produce_known(bootstrap, par_topic, 20, start_index=len(par))
+            app.wait(
+                lambda held=held: len(list(control.glob("par-first-*"))) >= held,
+                f"{held} 'par' receiver(s) holding their first record",
+                120,
+            )
+        (control / "par-open").write_text("open")
+        par += [
+            r
+            for i in range(len(par), 600, 20)
+            for r in produce_known(bootstrap, par_topic, 20, start_index=i)
+        ]
         produced = {
-            # Brokers acquire whole producer batches: small ones let the work spread.
-            "par": [
-                r
-                for i in range(0, 600, 20)
-                for r in produce_known(bootstrap, par_topic, 20, start_index=i)
-            ],
+            "par": par,
             "poison": produce_known(bootstrap, poison_topic, per_partition=100),
             "kill": produce_known(bootstrap, kill_topic, per_partition=200),
         }
-        control = app.control
         app.wait(lambda: any(control.glob("holding-*")), "a receiver holding the marked record")
         holder = next(control.glob("holding-*"))
         pid = int(holder.name.split("-")[1])
