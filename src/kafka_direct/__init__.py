@@ -14,16 +14,10 @@ No JVM jars, no ``--packages``: the source is a PySpark Python data source on co
 
 from __future__ import annotations
 
+import importlib
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kafka_direct.config.share import ShareRecord
-from kafka_direct.dstream.kafka_utils import KafkaUtils
-from kafka_direct.dstream.receiver.progress import ReceiverBatchInfo
-from kafka_direct.dstream.receiver.share_stream import ShareKafkaStream
-from kafka_direct.dstream.receiver.stream import ReceiverKafkaStream
-from kafka_direct.dstream.strategies import ConsumerStrategies, LocationStrategies
-from kafka_direct.dstream.stream import BatchInfo, DirectKafkaStream
 from kafka_direct.errors import (
     BatchFailedError,
     ConfigurationError,
@@ -44,13 +38,22 @@ from kafka_direct.errors import (
     UnsupportedKafkaOptionError,
 )
 from kafka_direct.offsets import OffsetRange, TopicPartition
-from kafka_direct.stores import (
-    KafkaGroupStore,
-    SqlOffsetStore,
-    exactly_once_foreach_batch,
-    starting_offsets_json,
-)
-from kafka_direct.stores.base import OffsetStore
+
+if TYPE_CHECKING:
+    from kafka_direct.config.share import ShareRecord
+    from kafka_direct.dstream.kafka_utils import KafkaUtils
+    from kafka_direct.dstream.receiver.progress import ReceiverBatchInfo
+    from kafka_direct.dstream.receiver.share_stream import ShareKafkaStream
+    from kafka_direct.dstream.receiver.stream import ReceiverKafkaStream
+    from kafka_direct.dstream.strategies import ConsumerStrategies, LocationStrategies
+    from kafka_direct.dstream.stream import BatchInfo, DirectKafkaStream
+    from kafka_direct.stores import (
+        KafkaGroupStore,
+        SqlOffsetStore,
+        exactly_once_foreach_batch,
+        starting_offsets_json,
+    )
+    from kafka_direct.stores.base import OffsetStore
 
 __all__ = [
     "FORMAT",
@@ -97,6 +100,39 @@ __version__ = "0.1.0"
 FORMAT = "kafka_direct"
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
+
+#: Imported on first use (PEP 562): Spark starts a fresh Python process for every stream's
+#: source (its stream runner), which needs only the source; loading the DStream API, the
+#: receivers and the stores there would delay every query's start (docs/performance.md).
+_LAZY = {
+    "ShareRecord": "kafka_direct.config.share",
+    "KafkaUtils": "kafka_direct.dstream.kafka_utils",
+    "ReceiverBatchInfo": "kafka_direct.dstream.receiver.progress",
+    "ShareKafkaStream": "kafka_direct.dstream.receiver.share_stream",
+    "ReceiverKafkaStream": "kafka_direct.dstream.receiver.stream",
+    "ConsumerStrategies": "kafka_direct.dstream.strategies",
+    "LocationStrategies": "kafka_direct.dstream.strategies",
+    "BatchInfo": "kafka_direct.dstream.stream",
+    "DirectKafkaStream": "kafka_direct.dstream.stream",
+    "KafkaGroupStore": "kafka_direct.stores",
+    "SqlOffsetStore": "kafka_direct.stores",
+    "exactly_once_foreach_batch": "kafka_direct.stores",
+    "starting_offsets_json": "kafka_direct.stores",
+    "OffsetStore": "kafka_direct.stores.base",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kafka_direct' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once: later lookups never come here
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
 
 
 def register(spark: Any, *, fast_worker_start: bool = True) -> None:

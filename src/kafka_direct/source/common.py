@@ -18,7 +18,6 @@ from pyspark.sql.datasource import (
 
 from kafka_direct.config.clients import ExecutorSettings
 from kafka_direct.config.source import SourceOptions
-from kafka_direct.consumer.read import read_ranges
 from kafka_direct.errors import KafkaDirectError
 from kafka_direct.kafka.admin import check_consumer_config
 from kafka_direct.kafka.offset_reader import AdminOffsetReader
@@ -127,6 +126,10 @@ def read_partition(
     ``decode``: decodes each batch's value column (``valueFormat``)."""
     # PySpark hands a placeholder InputPartition(None) to a batch with no partitions at all.
     if isinstance(partition, KafkaInputPartition):
+        # Here, not at the top: the driver's stream runner (a fresh process per query) plans
+        # partitions and never reads, so it does not load the consumer.
+        from kafka_direct.consumer.read import read_ranges
+
         ensure_worker_logging()
         on_skip = loss_journal.record_skip if journal_losses else None
         try:

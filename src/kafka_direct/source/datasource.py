@@ -37,16 +37,12 @@ from kafka_direct.config.value_format import ValueFormat
 from kafka_direct.consumer.rows import schema_ddl
 from kafka_direct.errors import KafkaDirectError
 from kafka_direct.logs import ensure_worker_logging
-from kafka_direct.source.batch import batch_reader
 from kafka_direct.source.common import KafkaInputPartition, check_cluster, user_facing
-from kafka_direct.source.sink import (
-    KafkaBatchWriter,
-    KafkaStreamWriter,
-    build_settings,
-    refuse_overwrite,
-)
-from kafka_direct.source.stream import KafkaStreamReader, RefusedStreamReader
 from kafka_direct.source.value_decode import ValueDecode, row_schema, value_decode
+
+# The batch reader, the stream reader and the sink are imported where they are built: Spark
+# starts a fresh Python process for each stream's source runner and each of its sink commits,
+# and each of those needs one of them only.
 
 __all__ = ["KafkaDirectDataSource", "KafkaInputPartition"]
 
@@ -80,10 +76,14 @@ class KafkaDirectDataSource(DataSource):
     @user_facing
     def reader(self, schema: StructType) -> DataSourceReader:
         ensure_worker_logging()
+        from kafka_direct.source.batch import batch_reader
+
         opts = parse_source_options(self.options, streaming=False)
         return batch_reader(opts, _planned_decode(opts.value_format, schema))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        from kafka_direct.source.stream import KafkaStreamReader, RefusedStreamReader
+
         ensure_worker_logging()
         try:
             opts = parse_source_options(self.options, streaming=True)
@@ -96,6 +96,8 @@ class KafkaDirectDataSource(DataSource):
 
     @user_facing
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from kafka_direct.source.sink import KafkaBatchWriter, build_settings, refuse_overwrite
+
         ensure_worker_logging()
         if overwrite:
             refuse_overwrite()
@@ -105,6 +107,8 @@ class KafkaDirectDataSource(DataSource):
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         # overwrite is the Complete output mode: Spark's Kafka sink takes it and writes the whole
         # result table every micro-batch (a topic cannot be truncated), and so does this one.
+        from kafka_direct.source.sink import KafkaStreamWriter, build_settings
+
         ensure_worker_logging()
         settings = build_settings(
             self.options, schema, stream=True, ask_cluster=not _in_sink_commit_runner()

@@ -14,16 +14,16 @@ column.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from kafka_direct.config.value_format import ValueFormat
 from kafka_direct.errors import ConfigurationError
-from kafka_direct.schema_registry.avro_read import plan_avro_read
 from kafka_direct.schema_registry.errors import SchemaNotFoundError
-from kafka_direct.schema_registry.protobuf_read import plan_protobuf_read
-from kafka_direct.schema_registry.read_plan import ReadPlan
+
+if TYPE_CHECKING:
+    from kafka_direct.schema_registry.read_plan import ReadPlan
 
 __all__ = ["ValueDecode", "row_schema", "value_decode"]
 
@@ -36,6 +36,11 @@ def value_decode(value_format: ValueFormat) -> ValueDecode | None:
     for Kafka's bytes."""
     if not value_format.decodes:
         return None
+    # Here, not at the top: a source without valueFormat (most) never loads the registry's
+    # client and codecs, in the Python process Spark starts for each stream.
+    from kafka_direct.schema_registry.avro_read import plan_avro_read
+    from kafka_direct.schema_registry.protobuf_read import plan_protobuf_read
+
     try:
         if value_format.format == "protobuf":
             assert value_format.subject is not None and value_format.registry_address is not None
