@@ -44,7 +44,6 @@ from kafka_direct.config.kafka import KafkaConfig, Subscription
 from kafka_direct.errors import KafkaClientError, OffsetsUnavailableError, TopicNotFoundError
 from kafka_direct.kafka.access import check_topics
 from kafka_direct.kafka.admin import new_admin_client
-from kafka_direct.kafka.admin_cache import drop_shared, shared_admin
 from kafka_direct.kafka.events import ClientEvents, reach_advice
 from kafka_direct.kafka.groups import fetch_group_offsets
 from kafka_direct.kafka.translate import kafka_errors, translate
@@ -82,7 +81,6 @@ class AdminOffsetReader:
         request_timeout_s: float = 30.0,
         connect_timeout_s: float = 10.0,
         admin_factory: Callable[[Mapping[str, str], ClientEvents], Any] | None = None,
-        shared: bool = False,
     ) -> None:
         self._kafka = KafkaConfig(kafka)
         self._isolation = (
@@ -95,8 +93,6 @@ class AdminOffsetReader:
         self._timeout_s = request_timeout_s
         self._connect_timeout_s = connect_timeout_s
         self._admin_factory = admin_factory or new_admin_client
-        #: Take the process's kept client for these settings (:mod:`.admin_cache`).
-        self._shared = shared
         self._admin: Any = None
         self._events: ClientEvents | None = None
         self._connected = False
@@ -115,12 +111,9 @@ class AdminOffsetReader:
     @property
     def admin(self) -> Any:
         if self._admin is None:
-            if self._shared:
-                self._admin, self._events = shared_admin(self._kafka, self._admin_factory)
-            else:
-                events = ClientEvents("The Kafka admin client")
-                self._admin = self._admin_factory(self._kafka, events)
-                self._events = events
+            events = ClientEvents("The Kafka admin client")
+            self._admin = self._admin_factory(self._kafka, events)
+            self._events = events
         return self._admin
 
     def _client_said(self) -> ClientEvents | None:
@@ -156,8 +149,6 @@ class AdminOffsetReader:
             with kafka_errors("Connecting to the Kafka cluster"):
                 admin.list_topics(timeout=self._connect_timeout_s)
         except KafkaClientError as exc:
-            if self._shared:
-                drop_shared(self._kafka, admin)  # the next query starts with a new client
             events = self._client_said()
             said = events.summary() if events is not None else ""
             fatal = events.config_error(mark) if events is not None else None

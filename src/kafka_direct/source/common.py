@@ -106,14 +106,11 @@ def packing_settings(opts: SourceOptions) -> PackingSettings:
 
 
 def make_reader(opts: SourceOptions) -> AdminOffsetReader:
-    # Shared: Spark reuses its planner processes from query to query, and a kept client saves
-    # each query's checks and planning a new connection (kafka.admin_cache).
     return AdminOffsetReader(
         opts.kafka,
         isolation_level=opts.isolation_level,
         num_retries=opts.fetch_offset.num_retries,
         retry_interval_ms=opts.fetch_offset.retry_interval_ms,
-        shared=True,
     )
 
 
