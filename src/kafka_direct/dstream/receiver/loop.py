@@ -205,14 +205,20 @@ class Receiver(BaseReceiver):
         assigned = (
             [(p.topic, p.partition) for p in self.consumer.assignment()] if self.ledger else []
         )
-        offsets = self.ledger.request(logged, assigned)
-        if not offsets:
-            return
+        # Stamped even when nothing is due (a debt for a partition now elsewhere): the retry in
+        # step() then asks for the assignment once a RETRY_EVERY_S, not on every turn.
         self._commit_tried = self._clock()
+        offsets = self.ledger.request(logged, assigned)
+        if offsets:
+            self._send(offsets)
+
+    def _send(self, offsets: dict[tuple[str, int], int]) -> bool:
+        """Commit ``offsets``; what the group refused stays owed, and is counted."""
         ok = self._commit_offsets(offsets)
         self.ledger.settled(offsets, ok)
         if not ok:
             self.status.commit_failures += 1
+        return ok
 
     # -- what the consumer hands over ----------------------------------------------------------
 
@@ -264,17 +270,13 @@ class Receiver(BaseReceiver):
         ahead = self.ledger.reclaim(committed)
         if not ahead:
             return
-        ok = self._commit_offsets(ahead)
-        self.ledger.settled(ahead, ok)
-        if ok:
+        if self._send(ahead):
             log.info(
                 "Receiver %d committed %s on assignment: it had logged those records before a "
                 "commit failed, so it does not read them again",
                 self.spec.receiver,
                 ", ".join(f"{t}-{p}@{o}" for (t, p), o in sorted(ahead.items())),
             )
-        else:
-            self.status.commit_failures += 1
 
     def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
         # Before the partitions go: everything received is logged, then committed.
