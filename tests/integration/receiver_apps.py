@@ -18,6 +18,21 @@ from typing import Any
 DRIVER = Path(__file__).with_name("receiver_driver.py")
 
 
+def receiver_stream(topic: str, work: Path, **extra: Any) -> dict[str, Any]:
+    """One ``receiver_driver.py`` stream named "s": one receiver of group ``g-TOPIC`` with the
+    write-ahead log in ``work/wal``, into ``work/sink.db``; ``extra`` adds or overrides keys."""
+    return {
+        "name": "s",
+        "topic": topic,
+        "group": f"g-{topic}",
+        "receivers": 1,
+        "wal": True,
+        "wal_dir": str(work / "wal"),
+        "db": str(work / "sink.db"),
+        **extra,
+    }
+
+
 def sink_rows(db: Path | str) -> list[tuple[str, int, int, bytes]]:
     """Every distinct record in a sink, sorted."""
     if not Path(db).exists():

@@ -18,7 +18,7 @@ from confluent_kafka import Producer
 
 from kafka_direct.kafka.groups import fetch_group_offsets
 from tests.integration.kafka_helpers import create_topic, new_topic_name
-from tests.integration.receiver_apps import App
+from tests.integration.receiver_apps import App, receiver_stream
 
 # Timing-sensitive or CPU-heavy: runs alone, after the parallel part (scripts/test.sh).
 pytestmark = pytest.mark.serial
@@ -57,18 +57,9 @@ def test_a_slow_batch_function_pauses_the_receiver_and_its_memory_stays_flat(
         "bootstrap": kafka_bootstrap,
         "cores": 3,
         "streams": [
-            {
-                "name": "s",
-                "topic": topic,
-                "group": f"g-{topic}",
-                "receivers": 1,
-                "wal": True,
-                "wal_dir": str(tmp_path / "wal"),
-                "batch_interval": 0.5,
-                "slow_s": 4.0,
-                "max_pending_blocks": MAX_PENDING,
-                "db": str(tmp_path / "sink.db"),
-            }
+            receiver_stream(
+                topic, tmp_path, batch_interval=0.5, slow_s=4.0, max_pending_blocks=MAX_PENDING
+            )
         ],
     }
     app = App(tmp_path, "app", spec).start()

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from tests.integration.kafka_helpers import Record, create_topic, new_topic_name, produce_known
-from tests.integration.receiver_apps import App, deliveries, sink_rows
+from tests.integration.receiver_apps import App, deliveries, receiver_stream, sink_rows
 
 # Timing-sensitive or CPU-heavy: runs alone, after the parallel part (scripts/test.sh).
 pytestmark = pytest.mark.serial
@@ -44,18 +44,13 @@ def test_a_receiver_stalled_past_its_session_does_not_read_its_logged_records_ag
         "bootstrap": kafka_bootstrap,
         "cores": 2,
         "streams": [
-            {
-                "name": "s",
-                "topic": topic,
-                "group": f"g-{topic}",
-                "receivers": 1,
-                "wal": True,
-                "wal_dir": str(tmp_path / "wal"),
-                "batch_interval": BLOCK_INTERVAL_S,
-                "block_interval": BLOCK_INTERVAL_S,
-                "db": str(tmp_path / "sink.db"),
-                "params": {"session.timeout.ms": str(SESSION_MS)},
-            }
+            receiver_stream(
+                topic,
+                tmp_path,
+                batch_interval=BLOCK_INTERVAL_S,
+                block_interval=BLOCK_INTERVAL_S,
+                params={"session.timeout.ms": str(SESSION_MS)},
+            )
         ],
     }
     app = App(tmp_path, "app", spec).start()
