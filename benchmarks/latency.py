@@ -54,7 +54,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from kafka_direct_bench.common import log, percentile
+from kafka_direct_bench.common import loadavg, log, percentile
 from kafka_direct_bench.dataset import create_topic, new_topic
 
 FORMATS = ("kafka", "kafka_direct")
@@ -97,10 +97,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "where each query's micro-batches spent their time (kafka_direct_bench/stream_profile.py)",
     )
     return p.parse_args(argv)
-
-
-def loadavg() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 class Run:

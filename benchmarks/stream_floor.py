@@ -36,7 +36,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from kafka_direct_bench.common import log
+from kafka_direct_bench.common import finish_run, loadavg, log
 
 SOURCES = ("rate", "python")
 PHASES = ("triggerExecution", "latestOffset", "queryPlanning", "walCommit", "addBatch",
@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from kafka_direct.testing.local import local_spark
 
-    load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    load_before = loadavg()
     work = Path(os.environ.get("TMPDIR", "/tmp")) / f"stream-floor-{uuid.uuid4().hex[:6]}"
     spark = local_spark("kafka_direct-stream-floor")
     try:
@@ -174,19 +174,16 @@ def main(argv: list[str] | None = None) -> int:
                 rounds.append({"round": r, **got})
     finally:
         spark.stop()
-    results = {
-        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "command": "python benchmarks/stream_floor.py " + " ".join(argv),
-        "versions": ver,
-        "args": vars(args),
-        "load_before": load_before,
-        "load_after": " ".join(f"{x:.2f}" for x in os.getloadavg()),
-        "rounds": rounds,
-    }
-    report(results)
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2))
-    return 0
+    return finish_run(
+        "stream_floor.py",
+        argv,
+        load_before,
+        report,
+        args.json,
+        versions=ver,
+        args=vars(args),
+        rounds=rounds,
+    )
 
 
 if __name__ == "__main__":

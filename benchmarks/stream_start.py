@@ -32,7 +32,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from kafka_direct_bench.common import log
+from kafka_direct_bench.common import finish_run, loadavg, log
 
 FORMATS = ("kafka", "kafka_direct")
 #: The suite's tuned JVM reader (kafka_direct_bench.suite_data): without it each JVM task waits
@@ -213,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     jars = spark_kafka_jars()
-    load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    load_before = loadavg()
     rounds: list[dict[str, Any]] = []
     with KafkaCluster(brokers=1) as cluster:
         bootstrap = cluster.bootstrap_servers
@@ -241,20 +241,17 @@ def main(argv: list[str] | None = None) -> int:
             spark.stop()
         options = {**run.options, "startingOffsets": "earliest"}
         steps = runner_steps(options, 3)
-    results = {
-        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "command": "python benchmarks/stream_start.py " + " ".join(argv),
-        "versions": ver,
-        "args": vars(args),
-        "load_before": load_before,
-        "load_after": " ".join(f"{x:.2f}" for x in os.getloadavg()),
-        "rounds": rounds,
-        "runner_steps": steps,
-    }
-    report(results)
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2))
-    return 0
+    return finish_run(
+        "stream_start.py",
+        argv,
+        load_before,
+        report,
+        args.json,
+        versions=ver,
+        args=vars(args),
+        rounds=rounds,
+        runner_steps=steps,
+    )
 
 
 if __name__ == "__main__":

@@ -4,9 +4,13 @@ benchmark process.
 
 from __future__ import annotations
 
+import json
+import os
 import statistics
 import sys
 import time
+from pathlib import Path
+from typing import Any
 
 
 class BenchmarkError(RuntimeError):
@@ -27,3 +31,31 @@ def percentile(sorted_values: list[float], q: float) -> float:
         return float("nan")
     rank = max(1, min(len(sorted_values), round(q / 100.0 * len(sorted_values) + 0.5)))
     return sorted_values[rank - 1]
+
+
+def loadavg() -> str:
+    """The 1, 5 and 15 minute load averages, as ``uptime`` prints them."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def finish_run(
+    script: str,
+    argv: list[str],
+    load_before: str,
+    report: Any,
+    json_path: str | None,
+    **parts: Any,
+) -> int:
+    """A run's record (date, command, load before and after, then ``parts``): printed by
+    ``report`` and written to ``json_path`` when given. Returns the exit status."""
+    results = {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "command": f"python benchmarks/{script} " + " ".join(argv),
+        "load_before": load_before,
+        "load_after": loadavg(),
+        **parts,
+    }
+    report(results)
+    if json_path:
+        Path(json_path).write_text(json.dumps(results, indent=2))
+    return 0
