@@ -21,6 +21,13 @@ from kafka_direct.testing.broker import EmbeddedBroker
 from kafka_direct.testing.kafka_cluster import KafkaCluster, default_kafka_version
 from tests.integration.kafka_helpers import broker_kind, create_topic, new_topic_name
 
+# Every Spark driver the suite starts (this process's, the drivers tests run and kill, the
+# examples) is a JVM that lives seconds to minutes: C2's compile threads and G1's concurrent
+# threads cost it more CPU than they save, and the suite is CPU-bound on 2 cores
+# (docs/testing.md). spark-submit adds SPARK_SUBMIT_OPTS to the driver's java command; the
+# brokers and the standalone workers already start this way. A value the user set wins.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+
 
 def pytest_report_header() -> str:
     """Which broker this run tests against, first thing in its output."""
