@@ -18,11 +18,20 @@ from confluent_kafka import KafkaError
 
 from kafka_direct.errors import KafkaClientError
 
-__all__ = ["ClientEvents", "reach_advice"]
+__all__ = ["SILENT", "ClientEvents", "reach_advice"]
 
 log = logging.getLogger(__name__)
 
 _TIMING = re.compile(r"\s*\(after \d+ms in state \w+\)\s*$")
+
+#: Why a first request got no answer when the client reported no cause: the connection was
+#: accepted, then nothing answered (another service on the port, a TLS or SASL listener, a
+#: paused broker).
+SILENT = (
+    "something accepts connections there but did not answer as a Kafka broker. Check the port "
+    "in 'kafka.bootstrap.servers' (it may be another service), that 'kafka.security.protocol' "
+    "matches the listener (TLS, SASL), and that the broker is not paused or overloaded"
+)
 
 # Errors that retrying cannot fix: the configuration is wrong.
 _CONFIG_ERRORS = {
@@ -118,6 +127,15 @@ class ClientEvents:
         return KafkaClientError(
             f"{self._client}: {_with_hint(name, text)} ({name})", code=name, retriable=False
         )
+
+    def unanswered(self) -> str:
+        """Why a first request got no answer: :meth:`summary`, or :data:`SILENT` when the client
+        reported no cause. "n/n brokers are down" alone is no cause: librdkafka says only that
+        when its own handshake timeout (10 s, as long as a caller's first wait) ends first, and
+        which of the two ends first is a matter of load."""
+        with self._lock:
+            causes = {name for name, _ in self._events} - {"_ALL_BROKERS_DOWN"}
+        return self.summary() if causes else SILENT
 
     def summary(self) -> str:
         """The distinct causes reported so far, newest first, with what to check; or ''."""

@@ -44,7 +44,7 @@ from kafka_direct.config.kafka import KafkaConfig, Subscription
 from kafka_direct.errors import KafkaClientError, OffsetsUnavailableError, TopicNotFoundError
 from kafka_direct.kafka.access import check_topics
 from kafka_direct.kafka.admin import new_admin_client
-from kafka_direct.kafka.events import ClientEvents, reach_advice
+from kafka_direct.kafka.events import SILENT, ClientEvents, reach_advice
 from kafka_direct.kafka.groups import fetch_group_offsets
 from kafka_direct.kafka.translate import kafka_errors, translate
 from kafka_direct.offsets import PartitionOffsets, TopicPartition
@@ -150,17 +150,11 @@ class AdminOffsetReader:
                 admin.list_topics(timeout=self._connect_timeout_s)
         except KafkaClientError as exc:
             events = self._client_said()
-            said = events.summary() if events is not None else ""
             fatal = events.config_error(mark) if events is not None else None
-            cause = str(fatal) if fatal is not None else said
-            if not cause:
-                # No client event at all: the connection was accepted, then nothing answered.
-                cause = (
-                    "something accepts connections there but did not answer as a Kafka broker. "
-                    "Check the port in 'kafka.bootstrap.servers' (it may be another service), "
-                    "that 'kafka.security.protocol' matches the listener (TLS, SASL), and that "
-                    "the broker is not paused or overloaded"
-                )
+            if fatal is not None:
+                cause = str(fatal)
+            else:
+                cause = events.unanswered() if events is not None else SILENT
             raise KafkaClientError(
                 f"Could not reach the Kafka cluster at {self._bootstrap()} within "
                 f"{self._connect_timeout_s:g} s: {cause}.{reach_advice(cause)} Once a query "

@@ -226,10 +226,7 @@ def _check_cluster(opts: SinkOptions) -> None:
             metadata = admin.list_topics(timeout=CONNECT_TIMEOUT_S)
     except KafkaClientError as exc:
         admin.poll(0)  # hands the client's error events over
-        said = events.summary() or (
-            "something accepts connections there but did not answer as a Kafka broker (check "
-            "the port, and 'kafka.security.protocol' against the listener)"
-        )
+        said = events.unanswered()
         raise KafkaClientError(
             f"The Kafka sink could not reach the cluster at 'kafka.bootstrap.servers'="
             f"{opts.bootstrap_servers!r} within {CONNECT_TIMEOUT_S:g} s: {said}."

@@ -12,7 +12,7 @@ from confluent_kafka import KafkaError, KafkaException
 from kafka_direct.consumer import task_consumer
 from kafka_direct.consumer.fetch import PartitionConsumer, fetch_range
 from kafka_direct.errors import FetchTimeoutError, KafkaClientError
-from kafka_direct.kafka.events import ClientEvents, reach_advice
+from kafka_direct.kafka.events import SILENT, ClientEvents, reach_advice
 from kafka_direct.kafka.offset_reader import AdminOffsetReader
 from kafka_direct.offsets import OffsetRange
 from tests.unit.fakes import FakeClock, FakeConsumer, FakeLog
@@ -86,6 +86,31 @@ def test_each_cause_names_what_to_check(event: KafkaError, hint: str) -> None:
     recorder = ClientEvents("client")
     recorder(event)
     assert hint in recorder.summary()
+
+
+@pytest.mark.parametrize(
+    ("events", "expected"),
+    [
+        ([], SILENT),
+        # librdkafka's handshake timeout ended before the caller's wait: no cause either.
+        ([DOWN, DOWN], SILENT),
+        ([REFUSED, DOWN], "Connection refused -> nothing accepts connections there"),
+        ([DOWN, RESOLVE], "check the host names in 'kafka.bootstrap.servers'"),
+        ([NOT_KAFKA], "the address answered, but not as a Kafka broker"),
+    ],
+    ids=["none", "only-down", "refused", "resolve", "not-kafka"],
+)
+def test_a_first_request_without_an_answer_says_why(
+    events: list[KafkaError], expected: str
+) -> None:
+    """Regression: under load, librdkafka's handshake timeout to a server that never answered
+    ended before the first request's, and the error said only "1/1 brokers are down" and to
+    check that the brokers are running."""
+    recorder = ClientEvents("client")
+    for event in events:
+        recorder(event)
+    assert expected in recorder.unanswered()
+    assert "did not answer as a Kafka broker" in SILENT
 
 
 def test_newest_two_distinct_causes_first() -> None:
