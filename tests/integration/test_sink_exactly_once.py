@@ -403,6 +403,11 @@ def test_a_cluster_whose_transactions_cannot_work_is_refused() -> None:
     message = str(info.value)
     assert "deliveryGuarantee 'exactly-once' needs Kafka transactions" in message
     assert "transaction.state.log.replication.factor" in message
+    # Not waited out as a moving coordinator would be: the cluster says why it cannot work.
+    assert (
+        "no __transaction_state topic yet, and creating it needs 3 brokers "
+        "(transaction.state.log.replication.factor=3) where 1 answered"
+    ) in message
     assert "Nothing was written." in message
 
 

@@ -1,6 +1,6 @@
 """One exactly-once write task: its records and its marker in one Kafka transaction, committed by
-the task itself. Runs in Spark executors (Python workers); :func:`probe_transactions` runs on the
-driver when the writer is built.
+the task itself. Runs in Spark executors (Python workers); the driver's check that such a
+producer can start at all is :mod:`~kafka_direct.producer.txn_probe`.
 
 Why the task commits: a Kafka transaction can only be committed by the producer that began it,
 unless client and broker support KIP-939's two-phase commit (``prepare``, then a commit by
@@ -35,17 +35,16 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from typing import Any, TypeVar
 
 import pyarrow as pa
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from kafka_direct.config.clients import marker_consumer_config
 from kafka_direct.errors import KafkaClientError
-from kafka_direct.kafka.authorization import DENIED_CODES, Access
+from kafka_direct.kafka.authorization import Access
 from kafka_direct.kafka.events import ClientEvents
 from kafka_direct.kafka.logs import client_hooks
 from kafka_direct.kafka.translate import translate
@@ -61,7 +60,7 @@ from kafka_direct.producer.markers import (
 )
 from kafka_direct.producer.write import WriteResult, WriteSettings, record_stats
 
-__all__ = ["TRANSACTIONAL", "TransactionalProducer", "probe_transactions", "write_transaction"]
+__all__ = ["TRANSACTIONAL", "TransactionalProducer", "write_transaction"]
 
 log = logging.getLogger(__name__)
 
@@ -284,59 +283,3 @@ def write_transaction(
         records, task.describe(), result.seconds, txn_id,
     )  # fmt: skip
     return result
-
-
-def probe_transactions(config: Mapping[str, str], prefix: str, timeout_s: float) -> None:
-    """On the driver: refuse a cluster where a transactional producer cannot start (no
-    transactions, a transaction log that cannot be written, a refused timeout, ACLs), before a
-    task writes. Uses an id of its own (``<prefix>-probe``), so it fences no task."""
-    txn_id = f"{prefix}-probe"
-    events = ClientEvents("The exactly-once sink's check")
-    settings: dict[str, Any] = {
-        **config,
-        **client_hooks(events, config),
-        "transactional.id": txn_id,
-    }
-    producer = Producer(settings)
-    try:
-        producer.init_transactions(timeout_s)
-    except KafkaException as exc:
-        kerr = exc.args[0] if exc.args else None
-        said = events.summary()
-        hint = (
-            "Check that the brokers support transactions (Kafka >= 0.11; the embedded test "
-            "broker and librdkafka's mock cluster do not implement them fully) and that their "
-            "transaction state log can be written (transaction.state.log.replication.factor and "
-            "transaction.state.log.min.isr no larger than the live brokers), or use "
-            "deliveryGuarantee 'at-least-once'."
-        )
-        if isinstance(kerr, KafkaError) and kerr.code() == KafkaError.INVALID_TRANSACTION_TIMEOUT:
-            hint = (
-                "Lower 'kafka.transaction.timeout.ms' to at most the brokers' "
-                "transaction.max.timeout.ms."
-            )
-        elif isinstance(kerr, KafkaError) and kerr.name() in DENIED_CODES:
-            access = Access(config, transactional_prefix=prefix)
-            raise access.refused(
-                kerr.name(),
-                f"deliveryGuarantee 'exactly-once' starts a transactional producer "
-                f"('{txn_id}') and nothing was written",
-            ) from None
-        raise KafkaClientError(
-            f"deliveryGuarantee 'exactly-once' needs Kafka transactions, but a transactional "
-            f"producer could not start on the cluster at {config.get('bootstrap.servers')!r} "
-            f"within {timeout_s:g} s: {kerr.str() if isinstance(kerr, KafkaError) else exc}"
-            + (f" (the client reported: {said})" if said else "")
-            + f". {hint} Nothing was written.",
-            code=kerr.name() if isinstance(kerr, KafkaError) else None,
-        ) from None
-    finally:
-        close = getattr(producer, "close", None)
-        if close is not None:
-            with warnings.catch_warnings():
-                # After a failed init, confluent-kafka warns that it cannot abort: nothing began.
-                warnings.simplefilter("ignore", RuntimeWarning)
-                try:
-                    close()
-                except KafkaException:  # a producer with a fatal error refuses to close
-                    log.debug("Closing the exactly-once check's producer failed", exc_info=True)

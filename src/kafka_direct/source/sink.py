@@ -209,9 +209,13 @@ def _check_once(opts: SinkOptions, transactions: TransactionSettings | None) -> 
     check_producer_config(opts.producer, opts.kafka)
     _check_cluster(opts)
     if transactions is not None:
-        from kafka_direct.producer.transactional import probe_transactions
+        from kafka_direct.producer.txn_probe import cluster_outlook, probe_transactions
 
-        probe_transactions(opts.producer, transactions.prefix, CONNECT_TIMEOUT_S)
+        def look() -> tuple[bool, str]:
+            admin = new_admin_client(connection_config(opts.kafka))
+            return cluster_outlook(admin, CONNECT_TIMEOUT_S)
+
+        probe_transactions(opts.producer, transactions.prefix, CONNECT_TIMEOUT_S, look)
     with _checked_lock:
         _checked[fingerprint] = now
 
