@@ -16,8 +16,9 @@ What runs (the soak's own process owns the brokers, the producer and the faults)
   side by side: a stream into the exactly-once sink, one into the at-least-once sink, and a
   DStream with an SQLite offset store (benchmarks/soak_faults.py and soak_driver.py say more);
 - the faults, in rounds: each round runs the five kinds once, in a seeded order (``--seed``), a
-  few seconds apart, each once every pipeline has recovered from the one before. Rounds start
-  until ``--duration`` seconds have passed; the first always runs whole.
+  few seconds apart, each once every pipeline has recovered from the one before. The first
+  round always runs whole; after it, no fault starts once ``--duration`` seconds have passed
+  (a round is not finished past it: one takes minutes).
 
 Then the producer stops, the pipelines catch up, and each output is read back under
 ``read_committed``: the exactly-once topic must hold every acknowledged record once; the
@@ -123,13 +124,20 @@ class Soak:
                 return found
             time.sleep(0.5)
 
-    def schedule(self, started: float) -> list[str]:
-        """The next round of faults, or none once the duration has passed."""
-        if self.faults and time.monotonic() - started >= self.args.duration:
-            return []
-        kinds = list(KINDS)
+    def kinds(self) -> list[str]:
         if self.args.brokers < 3:  # one broker down would stop the cluster, not test it
-            kinds = ["kill-driver", "kill-worker"]
+            return ["kill-driver", "kill-worker"]
+        return list(KINDS)
+
+    def more(self, started: float) -> bool:
+        """Whether another fault starts: until every kind has run once and the duration has
+        passed."""
+        ran = {f.kind for f in self.faults}
+        return not (ran >= set(self.kinds()) and time.monotonic() - started >= self.args.duration)
+
+    def schedule(self) -> list[str]:
+        """The next round of faults: every kind once, in a seeded order."""
+        kinds = self.kinds()
         self.rng.shuffle(kinds)
         return kinds
 
@@ -152,8 +160,10 @@ class Soak:
                 first = self.recover(time.time() - 1)
                 log(f"every pipeline running: {first}")
                 started = time.monotonic()
-                while kinds := self.schedule(started):
-                    for kind in kinds:
+                while self.more(started):
+                    for kind in self.schedule():
+                        if not self.more(started):
+                            break
                         self.wait(self.rng.uniform(3, 12))
                         try:
                             detail, ended = injector.inject(kind)

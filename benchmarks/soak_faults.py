@@ -49,6 +49,9 @@ PAUSE_S = 8.0
 WAIT_S = 240.0
 ELECT_AFTER_S = 5.0
 WORKER_ATTEMPTS = 15
+# A kill that hits a task fails it within a second (Spark's side of the worker's socket ends);
+# a failure seen later still counts at the next attempt, whose count starts where the first did.
+KILL_SETTLE_S = 5.0
 
 
 class SoakError(RuntimeError):
@@ -337,7 +340,7 @@ class Injector:
             attempt += 1
             os.kill(busiest[0], signal.SIGKILL)
             ended = time.time()
-            deadline = time.monotonic() + 20.0
+            deadline = time.monotonic() + KILL_SETTLE_S
             while time.monotonic() < deadline:
                 failed = self.driver.task_failures() - failures
                 if failed > 0:
