@@ -19,13 +19,15 @@ if [ -z "${KAFKA_BOOTSTRAP_SERVERS:-}" ] && [ "${KAFKA_DIRECT_TEST_BROKER:-kafka
   python -W "ignore::RuntimeWarning:runpy" -m kafka_direct.testing.kafka_cluster --fetch-only
   echo "[test] Kafka jars ready in $((SECONDS - start)) s"
 fi
-# The suite mostly waits on brokers, triggers and subprocesses, so two pytest workers share the
-# 2 cores well (--dist loadfile keeps a file's module fixtures in one process). Each worker
-# starts one Kafka node for its session; tests make their own topics. Tests marked "serial"
-# (timing-sensitive or CPU-heavy: the fault suite, the receiver streams, the driver SIGKILLs)
-# then run apart from the bulk: two files at a time, each on its own worker and Kafka node,
-# since they mostly wait on subprocess drivers and brokers (they passed so at load average 17).
-# KAFKA_DIRECT_TEST_WORKERS=0 runs both parts in this process, one test at a time.
+# The bulk mostly waits on brokers, triggers and subprocesses: three pytest workers finish it
+# sooner than two on 2 cores (docs/testing.md; --dist loadfile keeps a file's module fixtures
+# in one process). Each worker starts one Kafka node for its session; tests make
+# their own topics. Tests marked "serial" (timing-sensitive or CPU-heavy: the fault suite, the
+# receiver streams, the driver SIGKILLs) then run apart from the bulk: two files at a time, each
+# on its own worker and Kafka node, since they mostly wait on subprocess drivers and brokers
+# (they passed so at load average 17). KAFKA_DIRECT_TEST_WORKERS=N runs every part on N workers;
+# 0 runs them in this process, one test at a time.
+main_workers="${KAFKA_DIRECT_TEST_WORKERS:-3}"
 workers="${KAFKA_DIRECT_TEST_WORKERS:-2}"
 status=0
 # The differential suite's virtualenv (below) is made meanwhile: mostly a download and pip.
@@ -37,7 +39,7 @@ if [ "$#" -eq 0 ]; then
 fi
 # The differential suite (Spark's own connector next to kafka_direct) runs apart, below: its
 # conftest puts the connector into every Spark it starts.
-python -m pytest -n "$workers" --dist loadfile -m "not serial" \
+python -m pytest -n "$main_workers" --dist loadfile -m "not serial" \
   --ignore=tests/integration/differential "$@" || status=$?
 serial=0
 python -m pytest -n "$workers" --dist loadfile -m serial \
