@@ -1,0 +1,108 @@
+"""CPU-seconds of one Spark driver's life, on the JVM's defaults and with the options the test
+suite gives every Spark driver it starts (tests/integration/conftest.py: C1 only, the serial
+collector). Runs in its own process; each lifecycle runs in a child process::
+
+    python benchmarks/spark_lifecycle_cpu.py              # two rounds, alternating order
+    python benchmarks/spark_lifecycle_cpu.py --rounds 3
+
+A lifecycle: start a local Spark, a batch read of 20,000 records, a 10-micro-batch
+``availableNow`` stream into the no-op sink, stop. The CPU is the machine's (``/proc/stat``,
+every process), so run it on a quiet machine: the load is printed before each lifecycle.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from kafka_direct_bench.common import loadavg
+
+from kafka_direct.testing import KafkaCluster
+
+SUITE_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+RECORDS = 20_000
+
+LIFECYCLE = f"""
+import sys
+from kafka_direct.testing.local import local_spark
+bootstrap, topic, checkpoint = sys.argv[1:4]
+spark = local_spark("lifecycle")
+df = (spark.read.format("kafka_direct").option("kafka.bootstrap.servers", bootstrap)
+      .option("subscribe", topic).load())
+assert df.count() == {RECORDS}
+query = (spark.readStream.format("kafka_direct").option("kafka.bootstrap.servers", bootstrap)
+         .option("subscribe", topic).option("maxOffsetsPerTrigger", "{RECORDS // 10}").load()
+         .writeStream.format("noop").option("checkpointLocation", checkpoint)
+         .trigger(availableNow=True).start())
+query.awaitTermination()
+assert query.lastProgress is not None
+spark.stop()
+"""
+
+
+def busy_ticks() -> int:
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(f) for f in fields[:8])
+    return user + nice + system + irq + softirq + steal
+
+
+def produce(bootstrap: str, topic: str) -> None:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(60)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    for i in range(RECORDS):
+        producer.produce(topic, value=b"v%d" % i, partition=i % 2)
+        if i % 5000 == 0:
+            producer.poll(0)
+    producer.flush(60)
+
+
+def lifecycle(bootstrap: str, topic: str, options: str | None) -> tuple[float, float]:
+    """(CPU-seconds, wall seconds) of one lifecycle in a new process."""
+    env = dict(os.environ)
+    env.pop("SPARK_SUBMIT_OPTS", None)
+    if options:
+        env["SPARK_SUBMIT_OPTS"] = options
+    env.setdefault("PYSPARK_PYTHON", sys.executable)
+    with tempfile.TemporaryDirectory() as checkpoint:
+        ticks, began = busy_ticks(), time.monotonic()
+        subprocess.run(
+            [sys.executable, "-c", LIFECYCLE, bootstrap, topic, checkpoint],
+            env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        wall = time.monotonic() - began
+        cpu = (busy_ticks() - ticks) / os.sysconf("SC_CLK_TCK")
+    return cpu, wall
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args(argv)
+    with KafkaCluster() as cluster:
+        bootstrap = cluster.bootstrap_servers
+        topic = f"lifecycle-{int(time.time())}"
+        produce(bootstrap, topic)
+        print(f"{RECORDS} records in {topic}; each lifecycle in a new process")
+        for number in range(args.rounds):
+            ways = [("JVM defaults", None), (SUITE_OPTIONS, SUITE_OPTIONS)]
+            for name, options in ways if number % 2 == 0 else ways[::-1]:
+                load = loadavg()
+                cpu, wall = lifecycle(bootstrap, topic, options)
+                print(f"round {number + 1}  {name:<45} {cpu:6.1f} CPU-s  {wall:5.1f} s wall  "
+                      f"(load before {load})")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
