@@ -38,10 +38,15 @@ _FETCH_MAX_BYTES_CAP = 52_428_800
 #: while draining a backlog.
 _PARTITION_FETCH_BYTES = 4 * 1024 * 1024
 
+#: The executors' ``queued.min.messages``: how many records librdkafka keeps fetching ahead of
+#: a partition's reader (why so few: :func:`executor_consumer_config`).
+IDLE_QUEUE_RECORDS = 16
+
 __all__ = [
     "ALIASES",
     "DEFAULT_DELIVERY_TIMEOUT_MS",
     "DEFAULT_TRANSACTION_TIMEOUT_MS",
+    "IDLE_QUEUE_RECORDS",
     "ExecutorSettings",
     "admin_config",
     "connection_config",
@@ -127,7 +132,15 @@ def executor_consumer_config(
         # stalls a reader that drains the queue quickly.
         "fetch.queue.backoff.ms": "10",
         **prefetch_tunables(user, max_batch_bytes),
-        "queued.min.messages": "100000",
+        # librdkafka fetches until a partition's queue holds this many records (default
+        # 100,000). A pooled consumer idles between micro-batches with its partitions still
+        # assigned; with that default it fetched every record as it arrived (one fetch per
+        # producer request per idle consumer), which cost the broker CPU the stream's own
+        # micro-batches needed (docs/performance.md, "Idle pooled consumers"). With a few
+        # records it stops after a fetch or two: one fetch response of small records is more
+        # than that, so a backlog still streams, and large records still queue up to the
+        # byte bound above (16 records of 1 MB is the default budget).
+        "queued.min.messages": str(IDLE_QUEUE_RECORDS),
         # Kafka's and librdkafka's default, kept on purpose. A range ends at or before offsets
         # the driver saw, so a fetch with data to return never waits this long; but a broker
         # that must first read the data from slow storage (tiered storage, Tansu on S3) answers

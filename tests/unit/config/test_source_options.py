@@ -877,7 +877,7 @@ TUNABLES = [
     ("max.partition.fetch.bytes", "4194304"),
     ("fetch.max.bytes", "16777216"),
     ("queued.max.messages.kbytes", "16384"),
-    ("queued.min.messages", "100000"),
+    ("queued.min.messages", "16"),
     ("fetch.wait.max.ms", "500"),
     ("client.id", "kafka-direct-executor"),
 ]
