@@ -15,7 +15,8 @@ alternates:
   one ended) runs ``foreachBatch``, which takes each record's partition, offset and timestamp.
   Latency is the driver's wall clock once ``foreachBatch`` holds the row minus the record's
   timestamp (CreateTime, set by the producer). Reported: p50, p99, the mean micro-batch period
-  (between the starts of consecutive micro-batches while records came) and Spark's
+  (between the starts of consecutive micro-batches while records came), the broker's CPU over
+  the query as a share of one core (when this command started the broker) and Spark's
   ``durationMs`` per phase (median per micro-batch), which splits a micro-batch into the
   source's calls and the sink's job.
 - **sustain**: the highest rate at which a 1 s ``processingTime`` trigger keeps up for
@@ -235,16 +236,41 @@ def _ms(stamp: str) -> float:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() * 1000.0
 
 
-def latency_mode(run: Run, formats: list[str], args: argparse.Namespace) -> list[dict[str, Any]]:
+def process_cpu_s(pid: int | None) -> float | None:
+    """User + system CPU seconds of process ``pid`` so far (None: no such process here)."""
+    if pid is None:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def latency_mode(
+    run: Run, formats: list[str], args: argparse.Namespace, broker_pid: int | None = None
+) -> list[dict[str, Any]]:
+    """Per round and format, one query's figures; with ``broker_pid`` (the broker this command
+    started) also the broker's CPU over the query, as a share of one core: what the query's
+    fetches cost the broker (idle pooled consumers fetching every record as it arrives, for
+    example)."""
     out = []
     for r in range(args.rounds):
         order = formats if r % 2 == 0 else formats[::-1]
         for fmt in order:
+            cpu_before, started = process_cpu_s(broker_pid), time.monotonic()
             got = run.query(fmt, args.rate, args.seconds, None)
+            cpu_after, wall = process_cpu_s(broker_pid), time.monotonic() - started
+            got["broker_cpu_pct"] = (
+                None
+                if cpu_before is None or cpu_after is None
+                else round(100.0 * (cpu_after - cpu_before) / wall, 1)
+            )
             got["round"] = r
             log(
                 f"latency {fmt:<13} round {r}: p50 {got['p50_ms']:6.0f} ms, p99 "
                 f"{got['p99_ms']:6.0f} ms, period {got['mean_period_ms'] or 0:5.0f} ms, "
+                f"broker CPU {got['broker_cpu_pct']} %, "
                 f"{got['batches_with_data']} batches, phases {got['median_phase_ms']}"
             )
             out.append(got)
@@ -327,6 +353,10 @@ def sustain_mode(run: Run, formats: list[str], args: argparse.Namespace) -> list
     return out
 
 
+def _pct(value: float | None) -> str:
+    return f"{'-' if value is None else f'{value:.0f}':>9}"
+
+
 def report(results: dict[str, Any]) -> None:
     print()
     print("versions: " + ", ".join(f"{k} {v}" for k, v in results["versions"].items()))
@@ -338,20 +368,25 @@ def report(results: dict[str, Any]) -> None:
             f"\nlatency: {a['rate']:,} records/s x {a['size']} B into {a['partitions']} "
             f"partitions for {a['seconds']:g} s, default trigger, foreachBatch; per round"
         )
-        print(f"{'format':<13} {'p50 ms':>8} {'p99 ms':>8} {'period ms':>10}  median phase ms")
+        print(
+            f"{'format':<13} {'p50 ms':>8} {'p99 ms':>8} {'period ms':>10} {'broker %':>9}"
+            "  median phase ms"
+        )
         for fmt in results["formats"]:
             rows = [x for x in lat if x["format"] == fmt]
             for x in rows:
                 ph = x["median_phase_ms"]
                 print(
                     f"{fmt:<13} {x['p50_ms']:8.0f} {x['p99_ms']:8.0f} "
-                    f"{x['mean_period_ms'] or 0:10.0f}  "
+                    f"{x['mean_period_ms'] or 0:10.0f} {_pct(x.get('broker_cpu_pct'))}  "
                     + " ".join(f"{k}={v:g}" for k, v in ph.items() if v is not None)
                 )
+            cpu = [x["broker_cpu_pct"] for x in rows if x.get("broker_cpu_pct") is not None]
             print(
                 f"{fmt + ' median':<13} {statistics.median(x['p50_ms'] for x in rows):8.0f} "
                 f"{statistics.median(x['p99_ms'] for x in rows):8.0f} "
-                f"{statistics.median(x['mean_period_ms'] or 0 for x in rows):10.0f}"
+                f"{statistics.median(x['mean_period_ms'] or 0 for x in rows):10.0f} "
+                f"{_pct(statistics.median(cpu) if cpu else None)}"
             )
     if lat and "profile" in lat[0]:
         print("\nprofile per query (medians; event log, and kafka_direct's task statistics)")
@@ -439,7 +474,8 @@ def main(argv: list[str] | None = None) -> int:
             "load_before": load_before,
         }
         if "latency" in modes:
-            results["latency"] = latency_mode(run, formats, args)
+            broker = None if cluster is None else cluster.pid(cluster.broker_ids[0])
+            results["latency"] = latency_mode(run, formats, args, broker)
         if "sustain" in modes:
             results["sustain"] = sustain_mode(run, formats, args)
         results["load_after"] = loadavg()
