@@ -57,6 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from kafka_direct_bench.common import loadavg, log, percentile
 from kafka_direct_bench.dataset import create_topic, new_topic
+from kafka_direct_bench.procstats import process_cpu_s
 
 FORMATS = ("kafka", "kafka_direct")
 PHASES = ("triggerExecution", "latestOffset", "queryPlanning", "walCommit", "addBatch",
@@ -234,17 +235,6 @@ def _ms(stamp: str) -> float:
     from datetime import datetime
 
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() * 1000.0
-
-
-def process_cpu_s(pid: int | None) -> float | None:
-    """User + system CPU seconds of process ``pid`` so far (None: no such process here)."""
-    if pid is None:
-        return None
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def latency_mode(

@@ -1,7 +1,8 @@
 """CPU seconds and RSS per process, read from ``/proc``. Runs in the benchmark process (the
 RSS sampler in a thread of it).
 
-:func:`cpu_snapshot` and :func:`cpu_used` attribute the CPU used by this process and every
+:func:`process_cpu_s` reads one process's CPU seconds; :func:`cpu_snapshot` and
+:func:`cpu_used` attribute the CPU used by this process and every
 descendant to a role: the broker, the JVM, Spark's Python workers, the raw children (readers
 and writers), this driver.
 :class:`RssSampler` samples the RSS of Spark's Python workers (:func:`python_worker_pids`).
@@ -77,6 +78,24 @@ def _cpu_group(pid: int, cmd: bytes) -> str:
 Snapshot = dict[int, tuple[str, float, float]]
 
 
+def _stat_cpu_s(pid: int) -> tuple[float, float]:
+    """Process ``pid``'s own CPU seconds (user + system) and those of its reaped children."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    own = (int(fields[11]) + int(fields[12])) / _TICKS
+    reaped = (int(fields[13]) + int(fields[14])) / _TICKS
+    return own, reaped
+
+
+def process_cpu_s(pid: int | None) -> float | None:
+    """User + system CPU seconds of process ``pid`` so far (None: no such process here)."""
+    if pid is None:
+        return None
+    try:
+        return _stat_cpu_s(pid)[0]
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def cpu_snapshot() -> Snapshot:
     """Per process (this one and every descendant): its role (the broker, the JVM, Spark's
     Python workers, the raw children, this driver), its own CPU seconds (user + system), and the
@@ -88,10 +107,8 @@ def cpu_snapshot() -> Snapshot:
         pid = stack.pop()
         stack.extend(kids.get(pid, []))
         with contextlib.suppress(OSError, IndexError, ValueError):
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            own, reaped = _stat_cpu_s(pid)
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-            own = (int(fields[11]) + int(fields[12])) / _TICKS
-            reaped = (int(fields[13]) + int(fields[14])) / _TICKS
             out[pid] = (_cpu_group(pid, cmd) if cmd else "exited", own, reaped)
     return out
 

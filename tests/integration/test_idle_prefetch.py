@@ -16,17 +16,15 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from typing import Any
 
 from confluent_kafka import Consumer, Producer
 
-from kafka_direct.config.clients import executor_consumer_config
 from kafka_direct.consumer.fetch import PartitionConsumer
 from kafka_direct.kafka.events import ClientEvents
 from kafka_direct.offsets import OffsetRange
 from tests.integration.kafka_helpers import produce_known
-from tests.integration.test_native_read import read
+from tests.integration.test_native_read import config, read
 
 #: Producer requests sent one by one while the consumers idle.
 TRICKLE = 200
@@ -58,12 +56,7 @@ class Fetches:
 
 
 def open_consumer(bootstrap: str, topic: str, **override: str) -> tuple[PartitionConsumer, Fetches]:
-    conf = executor_consumer_config(
-        {"bootstrap.servers": bootstrap},
-        group_id=f"idle-test-{uuid.uuid4().hex[:8]}",
-        isolation_level="read_uncommitted",
-    )
-    conf.update(override)
+    conf = {**config(bootstrap), **override}
     fetches = Fetches(topic)
     events = ClientEvents("test consumer (idle)")
     client = Consumer(
