@@ -32,7 +32,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from kafka_direct_bench.common import finish_run, loadavg, log
+from kafka_direct_bench.common import log, run_header, run_on_kafka
 from kafka_direct_bench.dataset import create_topic, new_topic
 from kafka_direct_bench.executor_stats import task_stats
 from kafka_direct_bench.floor_sink import floor_sink
@@ -170,10 +170,7 @@ def run(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
 
 
 def report(results: dict[str, Any]) -> None:
-    print(
-        f"\n{results['command']}  ({results['date']}; load {results['load_before']} -> "
-        f"{results['load_after']})"
-    )
+    print(run_header(results))
     print(
         f"{results['rows']:,} rows of {results['size']} B in {results['tasks']} tasks, "
         f"local[{CORES}]; checks: every kafka_direct write read back by content"
@@ -190,16 +187,7 @@ def report(results: dict[str, Any]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    args = parse(argv)
-    before = loadavg()
-    if args.bootstrap_servers:
-        results = run(args, args.bootstrap_servers)
-    else:
-        from kafka_direct.testing import KafkaCluster
-
-        with KafkaCluster() as cluster:
-            results = run(args, cluster.bootstrap_servers)
-    return finish_run("write_tasks.py", argv, before, report, args.json, **results)
+    return run_on_kafka("write_tasks.py", argv, parse(argv), run, report)
 
 
 if __name__ == "__main__":

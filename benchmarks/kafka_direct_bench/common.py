@@ -59,3 +59,25 @@ def finish_run(
     if json_path:
         Path(json_path).write_text(json.dumps(results, indent=2))
     return 0
+
+
+def run_on_kafka(script: str, argv: list[str], args: Any, run: Any, report: Any) -> int:
+    """``run(args, bootstrap)`` on ``args.bootstrap_servers``, else on a ``KafkaCluster`` started
+    for the run, then :func:`finish_run` with its results (``args.json``: where to write them)."""
+    before = loadavg()
+    if args.bootstrap_servers:
+        results = run(args, args.bootstrap_servers)
+    else:
+        from kafka_direct.testing import KafkaCluster
+
+        with KafkaCluster() as cluster:
+            results = run(args, cluster.bootstrap_servers)
+    return finish_run(script, argv, before, report, args.json, **results)
+
+
+def run_header(results: dict[str, Any]) -> str:
+    """A report's first line: the command, its date and the load before and after."""
+    return (
+        f"\n{results['command']}  ({results['date']}; load {results['load_before']} -> "
+        f"{results['load_after']})"
+    )
