@@ -58,6 +58,7 @@ __all__ = [
     "delivery_error",
     "delivery_timeout_setting",
     "flush_until_acknowledged",
+    "next_flush_wait",
     "null_topic_error",
     "refused_error",
 ]
@@ -76,6 +77,12 @@ FULL_QUEUE_WAIT_S = 0.002
 #: The longest single wait inside ``flush``, so the first delivery error fails the task at once
 #: instead of after every other record was delivered or failed.
 FLUSH_SLICE_S = 0.2
+
+#: The first slices of a flush, for :data:`QUICK_FLUSH_S`: with ``delivery.report.only.error``
+#: nothing wakes librdkafka's flush when a record is acknowledged, so it looks again only every
+#: 10 ms, and a small task's flush (one round trip per partition) would end only on that tick.
+QUICK_SLICE_S = 0.001
+QUICK_FLUSH_S = 0.05
 
 
 class BatchProducer(Protocol):
@@ -211,6 +218,13 @@ def bad_header_error(row: int, topic: str, what: str) -> KafkaClientError:
     )
 
 
+def next_flush_wait(elapsed_s: float, remaining_s: float) -> float:
+    """How long the next slice of a flush may wait: :data:`QUICK_SLICE_S` for the first
+    :data:`QUICK_FLUSH_S`, then :data:`FLUSH_SLICE_S`, never past the flush's deadline."""
+    longest = QUICK_SLICE_S if elapsed_s < QUICK_FLUSH_S else FLUSH_SLICE_S
+    return min(longest, max(remaining_s, 0.0))
+
+
 def flush_until_acknowledged(
     flush_slice: Callable[[float], int],
     check: Callable[[], None],
@@ -221,13 +235,15 @@ def flush_until_acknowledged(
     timeout_ms: str,
     events: ClientEvents,
 ) -> None:
-    """Flush in slices of :data:`FLUSH_SLICE_S` (``flush_slice`` returns the records still
+    """Flush in slices (:func:`next_flush_wait`; ``flush_slice`` returns the records still
     queued), calling ``check`` after each so a delivery error fails the task at once; raise when
     records are still not acknowledged after ``timeout_s``. Both producers flush this way."""
-    deadline = time.monotonic() + timeout_s
+    started = time.monotonic()
+    deadline = started + timeout_s
     while True:
-        remaining = max(deadline - time.monotonic(), 0.0)
-        left = flush_slice(min(FLUSH_SLICE_S, remaining))
+        now = time.monotonic()
+        remaining = max(deadline - now, 0.0)
+        left = flush_slice(next_flush_wait(now - started, remaining))
         check()
         if not left:
             return
