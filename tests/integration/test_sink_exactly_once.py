@@ -26,6 +26,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
 from kafka_direct.errors import ConfigurationError, KafkaClientError
+from kafka_direct.producer.columns import plan_columns
 from kafka_direct.producer.markers import (
     Marker,
     MarkerMismatchError,
@@ -33,7 +34,7 @@ from kafka_direct.producer.markers import (
     TaskIdentity,
     prefix_from_checkpoint,
 )
-from kafka_direct.producer.transactional import write_transaction
+from kafka_direct.producer.transactional import TransactionalProducer, write_transaction
 from kafka_direct.source import sink
 from kafka_direct.testing.kafka_cluster import KafkaCluster
 
@@ -343,6 +344,38 @@ def test_a_paused_attempt_cannot_commit_after_its_retry(bootstrap: str) -> None:
     assert zombie_said.startswith("FAILED: ") and "_FENCED" in zombie_said, zombie_said
     assert "a newer attempt of this task (or a newer run of the query) took over" in zombie_said
     _check_views(bootstrap, topic)
+
+
+def test_a_producer_fenced_with_its_transaction_open_closes_without_raising(
+    bootstrap: str,
+) -> None:
+    """The ending of a task whose copy took over: its producer, fenced before it noticed, is
+    closed in the task's ``finally``. confluent-kafka's close then aborts the open transaction
+    and raises the fence again (found by the test below under load: the task died of that
+    error, printing no outcome). The close must leave the task's own outcome standing."""
+    (out,) = _topics(bootstrap, 1)
+    txn_id = f"fenced-{out}"
+    config = {"bootstrap.servers": bootstrap, "transactional.id": txn_id}
+    first = TransactionalProducer(config)
+    first.init_transactions(30)
+    first.begin_transaction()
+    batch = pa.RecordBatch.from_arrays([pa.array([b"v"], pa.binary())], names=["value"])
+    first.produce_batch(batch, plan_columns([("value", "binary")], out))
+    first.flush(30)  # the record is in the open transaction
+    taker = Producer(config)
+    taker.init_transactions(30)  # fences the first producer
+    first.close()  # raised KafkaException(_FENCED, "Failed to end transaction") before
+    taker.close()
+    # The taker's initialisation aborted the transaction: the record, then the abort marker.
+    assert _stable_end(bootstrap, out) == (2, 2)
+    committed = Reader(bootstrap, out, 1, "read_committed")
+    uncommitted = Reader(bootstrap, out, 1, "read_uncommitted")
+    try:
+        assert uncommitted.read_until(1, 30, settle_s=1.0) == [b"v"]
+        assert committed.read_until(0, 0, settle_s=2.0) == []
+    finally:
+        committed.close()
+        uncommitted.close()
 
 
 def test_copies_of_a_task_running_at_once_commit_once(bootstrap: str) -> None:

@@ -520,9 +520,18 @@ class PythonBatchProducer:
             log.debug("Purging the producer's queue failed, ignored: %r", exc)
 
     def close(self) -> None:
+        """Release the client; never raises. By then the task's outcome is decided (every record
+        acknowledged, the transaction committed, or the task failing with its own error), and
+        confluent-kafka's close aborts a transaction still open: of a producer fenced by another
+        attempt of its task, it raises that fence again, which would hide the task's outcome."""
         close = getattr(self._producer, "close", None)  # confluent-kafka >= 2.5
-        if close is not None:
+        if close is None:
+            return
+        try:
             close()
+        # Best effort, as abort(): the outcome was reported (or returned) before.
+        except Exception as exc:  # noqa: BLE001
+            log.debug("Closing the producer failed, ignored: %r", exc)
 
     def __repr__(self) -> str:
         state = "usable" if self.usable else "unusable"

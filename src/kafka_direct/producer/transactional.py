@@ -274,8 +274,10 @@ def write_transaction(
         producer.abort_transaction(min(timeout_s, 10.0))
         raise
     finally:
-        consumer.close()
-        producer.close()
+        try:
+            consumer.close()
+        finally:
+            producer.close()
     result = WriteResult(records, count, time.monotonic() - started, TRANSACTIONAL, reused=False)
     record_stats(settings, result, started_wall)
     log.info(
