@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import KafkaError, Message, Producer
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient
 
 from tests.integration.kafka_helpers import Record
@@ -267,12 +267,31 @@ class OffsetLogWatcher:
 # --- cluster metadata ---------------------------------------------------------------------------
 
 
+#: How long :func:`leaders` keeps asking. A fault's checks call it while a broker is frozen.
+METADATA_PATIENCE_S = 60.0
+
+
 def leaders(bootstrap: str, topic: str) -> dict[int, int]:
-    """Partition -> leader broker id, from a fresh client's metadata."""
-    metadata = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0}).list_topics(
-        topic, timeout=10
-    )
-    return {p: int(m.leader) for p, m in metadata.topics[topic].partitions.items()}
+    """Partition -> leader broker id, from a fresh client's metadata.
+
+    While a broker is SIGSTOPped its port still accepts connections, so a client whose first
+    bootstrap broker is the frozen one waits on it and its metadata request times out (a CI run
+    failed a pause-leader test on exactly that). A fresh client is therefore asked again, up to
+    :data:`METADATA_PATIENCE_S`: another client may start from a live broker, and librdkafka
+    moves on to one anyway. Only a time-out or a lost connection is retried.
+    """
+    deadline = time.monotonic() + METADATA_PATIENCE_S
+    while True:
+        admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+        try:
+            metadata = admin.list_topics(topic, timeout=10)
+        except KafkaException as exc:
+            code = exc.args[0].code() if exc.args else None
+            transient = code in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT)
+            if not transient or time.monotonic() >= deadline:
+                raise
+            continue
+        return {p: int(m.leader) for p, m in metadata.topics[topic].partitions.items()}
 
 
 def wait_until(
