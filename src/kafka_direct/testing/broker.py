@@ -32,10 +32,11 @@ import time
 import types
 from pathlib import Path
 
-from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
 
-from kafka_direct.errors import EmbeddedBrokerError, KafkaClientError
+from kafka_direct.errors import EmbeddedBrokerError
+from kafka_direct.testing.topics import create_topic, delete_topic
 
 __all__ = ["EmbeddedBroker", "create_topic", "delete_topic", "main"]
 
@@ -297,71 +298,6 @@ class EmbeddedBroker:
             state = "paused" if self._paused else "running"
         where = _host_port(self.host, self.port) if self.port is not None else f"{self.host}:?"
         return f"EmbeddedBroker({where}, {state})"
-
-
-def _topic_names(admin: AdminClient, timeout_s: float) -> dict[str, int]:
-    """Topic → partition count, from a metadata request that names no topic.
-
-    Naming the topic would let a broker with auto-creation create it with default settings.
-    """
-    metadata = admin.list_topics(timeout=max(timeout_s, 0.01))
-    return {name: len(t.partitions) for name, t in metadata.topics.items() if t.error is None}
-
-
-def _client_error(action: str, exc: KafkaException) -> KafkaClientError:
-    error = exc.args[0] if exc.args else None
-    if isinstance(error, KafkaError):
-        return KafkaClientError(
-            f"{action}: {error.str()} ({error.name()})",
-            code=error.name(),
-            retriable=bool(error.retriable()),
-        )
-    return KafkaClientError(f"{action}: {exc}")
-
-
-def create_topic(
-    bootstrap_servers: str,
-    topic: str,
-    partitions: int = 1,
-    config: dict[str, str] | None = None,
-    timeout_s: float = 30,
-) -> None:
-    """Create ``topic``; wait until metadata shows all its partitions. For tests and benchmarks."""
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
-    deadline = time.monotonic() + timeout_s
-    action = f"Could not create topic '{topic}' ({partitions} partitions) on {bootstrap_servers}"
-    try:
-        futures = admin.create_topics(
-            [NewTopic(topic, num_partitions=partitions, config=dict(config or {}))],
-            operation_timeout=timeout_s,
-        )
-        futures[topic].result(timeout=timeout_s)
-        while _topic_names(admin, deadline - time.monotonic()).get(topic) != partitions:
-            if time.monotonic() >= deadline:
-                raise KafkaClientError(
-                    f"{action}: it was created but metadata did not show {partitions} partitions "
-                    f"within {timeout_s:g} s."
-                )
-            time.sleep(_POLL_INTERVAL_S)
-    except KafkaException as exc:
-        raise _client_error(action, exc) from exc
-
-
-def delete_topic(bootstrap_servers: str, topic: str, timeout_s: float = 30) -> None:
-    """Delete ``topic`` and wait until metadata no longer lists it. For tests and benchmarks."""
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
-    deadline = time.monotonic() + timeout_s
-    action = f"Could not delete topic '{topic}' on {bootstrap_servers}"
-    try:
-        admin.delete_topics([topic], operation_timeout=timeout_s)[topic].result(timeout=timeout_s)
-        while topic in _topic_names(admin, deadline - time.monotonic()):
-            if time.monotonic() >= deadline:
-                raise KafkaClientError(
-                    f"{action}: it was deleted but metadata still listed it after {timeout_s:g} s."
-                )
-            time.sleep(_POLL_INTERVAL_S)
-    except KafkaException as exc:
-        raise _client_error(action, exc) from exc
 
 
 def main(argv: list[str] | None = None) -> int:
