@@ -44,7 +44,6 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))  # soak_check, soak_faults, soak_driver
 
-from confluent_kafka.admin import AdminClient, NewTopic
 from soak_check import (
     SequencedProducer,
     caught_up,
@@ -58,6 +57,7 @@ from soak_faults import KINDS, Driver, Fault, Injector, SoakError
 from soak_report import report
 
 from kafka_direct.testing.kafka_cluster import KafkaCluster
+from kafka_direct.testing.topics import create_topic
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -85,11 +85,10 @@ def log(message: str) -> None:
 
 
 def create_topics(bootstrap: str, names: list[str], partitions: int, brokers: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    # create_topic returns once every partition's leader serves the topic (testing/topics.py).
     config = {"min.insync.replicas": str(min(2, brokers))}
-    new = [NewTopic(n, partitions, min(3, brokers), config=config) for n in names]
-    for future in admin.create_topics(new, operation_timeout=60).values():
-        future.result(120)
+    for name in names:
+        create_topic(bootstrap, name, partitions, config, 120, replication_factor=min(3, brokers))
 
 
 class Soak:

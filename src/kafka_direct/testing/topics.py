@@ -93,6 +93,7 @@ def create_topic(
     partitions: int = 1,
     config: dict[str, str] | None = None,
     timeout_s: float = 30,
+    replication_factor: int = 1,
 ) -> None:
     """Create ``topic``; return once metadata shows all its partitions and each partition's leader
     serves it. For tests, benchmarks and the demo CLIs."""
@@ -101,7 +102,14 @@ def create_topic(
     action = f"Could not create topic '{topic}' ({partitions} partitions) on {bootstrap_servers}"
     try:
         futures = admin.create_topics(
-            [NewTopic(topic, num_partitions=partitions, config=dict(config or {}))],
+            [
+                NewTopic(
+                    topic,
+                    num_partitions=partitions,
+                    replication_factor=replication_factor,
+                    config=dict(config or {}),
+                )
+            ],
             operation_timeout=timeout_s,
         )
         futures[topic].result(timeout=timeout_s)

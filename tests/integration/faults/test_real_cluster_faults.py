@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from kafka_direct import (
     ConsumerStrategies,
@@ -43,6 +42,7 @@ from kafka_direct import (
     TopicPartition,
 )
 from kafka_direct.testing.kafka_cluster import KafkaCluster
+from kafka_direct.testing.topics import create_topic as create_topic_on
 from tests.integration.faults.support import (
     SHORT_LIVED_POOL,
     Feeder,
@@ -103,9 +103,9 @@ def healthy(cluster: KafkaCluster) -> Iterator[KafkaCluster]:
 
 def create_topic(bootstrap: str, prefix: str) -> str:
     topic = new_topic_name(prefix)
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
-    new = NewTopic(topic, PARTITIONS, 3, config={"min.insync.replicas": "2"})
-    admin.create_topics([new], operation_timeout=30)[topic].result(60)
+    create_topic_on(
+        bootstrap, topic, PARTITIONS, {"min.insync.replicas": "2"}, 60, replication_factor=3
+    )
     wait_until(
         lambda: (
             set(leaders(bootstrap, topic)) == set(range(PARTITIONS))
