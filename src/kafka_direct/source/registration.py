@@ -11,6 +11,15 @@ the same application also runs Python UDFs. ``register(spark, fast_worker_start=
 this off and registers exactly as PySpark does. Sessions without a local JVM (Spark Connect)
 always register the plain way.
 
+The registered function's environment also holds, from the start, the four variables Spark's
+driver-side streaming source runner (``PythonStreamingSourceRunner.init``) puts into that very map
+at each streaming query's start; Spark takes the registered map itself there, not a copy. Its
+first start in a driver would otherwise grow the map while another query's task, which carries the
+same map, may be being serialized by the scheduler: a restarted soak driver, starting three
+queries at once, lost all their first tasks to ``java.io.OptionalDataException`` in
+``HashMap.readObject`` that way. With the keys present, those puts only replace values, which
+never changes what serialization writes into a stream's structure.
+
 The same registration chooses the interpreter. PySpark starts workers with ``PYSPARK_PYTHON``
 (or ``spark.pyspark.python``), else plain ``python3`` from ``PATH``, which in a virtualenv that
 is not activated cannot import kafka_direct, though the driver could. On a local master with
@@ -56,6 +65,44 @@ def worker_environment(environment: dict[str, Any]) -> dict[str, Any]:
     env["PYTHONPATH"] = os.pathsep.join([WORKER_SITE_DIR, *rest])
     env[DRIVER_PYTHON_ENV] = sys.executable
     return env
+
+
+#: What ``PythonStreamingSourceRunner.init`` puts into the registered function's environment, with
+#: Spark's defaults; each runner and each task puts its own values over these before a worker
+#: starts, so only the keys matter (see the module docstring).
+STREAMING_RUNNER_DEFAULTS = {
+    "SPARK_LOCAL_DIRS": "",
+    "SPARK_AUTH_SOCKET_TIMEOUT": "15",
+    "SPARK_BUFFER_SIZE": "65536",
+    "SPARK_PYTHON_RUNTIME": "PYTHON_WORKER",
+}
+
+
+def with_streaming_runner_keys(
+    environment: dict[str, Any], values: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """``environment`` with every key of :data:`STREAMING_RUNNER_DEFAULTS`: ``values``' where
+    given, else the default; a key the environment has already is kept as it is."""
+    env = dict(environment)
+    for key, default in STREAMING_RUNNER_DEFAULTS.items():
+        env.setdefault(key, (values or {}).get(key, default))
+    return env
+
+
+def streaming_runner_values(sc: Any) -> dict[str, str]:
+    """What the driver's streaming source runner would put, read from this driver's JVM; only
+    what could be read (the defaults stand in for the rest, harmlessly: see above)."""
+    values: dict[str, str] = {}
+    try:
+        dirs = sc._jvm.org.apache.spark.SparkEnv.get().blockManager().diskBlockManager()
+        values["SPARK_LOCAL_DIRS"] = ",".join(str(d.getAbsolutePath()) for d in dirs.localDirs())
+        conf = sc._jsc.sc().conf()
+        timeout = conf.getTimeAsSeconds("spark.python.authenticate.socketTimeout", "15s")
+        values["SPARK_AUTH_SOCKET_TIMEOUT"] = str(int(timeout))
+        values["SPARK_BUFFER_SIZE"] = str(int(conf.getInt("spark.buffer.size", 65536)))
+    except Exception as exc:  # noqa: BLE001 - py4j and JVM errors alike; the defaults stand in
+        logger.debug("Could not read the streaming runner's values from the JVM: %s", exc)
+    return values
 
 
 def worker_python(sc: Any) -> str:
@@ -160,7 +207,7 @@ def register_with_worker_site(spark: Any, source: Any) -> bool:
         pickled, broadcasts, env, includes = _prepare_for_python_RDD(sc, source)
         wrapped = sc._jvm.SimplePythonFunction(
             bytearray(pickled),
-            worker_environment(env),
+            with_streaming_runner_keys(worker_environment(env), streaming_runner_values(sc)),
             includes,
             worker_python(sc),
             sc.pythonVer,
