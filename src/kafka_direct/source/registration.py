@@ -69,7 +69,9 @@ def worker_environment(environment: dict[str, Any]) -> dict[str, Any]:
 
 #: What ``PythonStreamingSourceRunner.init`` puts into the registered function's environment, with
 #: Spark's defaults; each runner and each task puts its own values over these before a worker
-#: starts, so only the keys matter (see the module docstring).
+#: starts, so only the keys matter (see the module docstring). They are not read from the JVM:
+#: py4j's reflection over SparkEnv's block manager loaded a class that needs an unshaded
+#: protobuf, and the NoClassDefFoundError killed the py4j connection and the registration with it.
 STREAMING_RUNNER_DEFAULTS = {
     "SPARK_LOCAL_DIRS": "",
     "SPARK_AUTH_SOCKET_TIMEOUT": "15",
@@ -78,31 +80,10 @@ STREAMING_RUNNER_DEFAULTS = {
 }
 
 
-def with_streaming_runner_keys(
-    environment: dict[str, Any], values: dict[str, str] | None = None
-) -> dict[str, Any]:
-    """``environment`` with every key of :data:`STREAMING_RUNNER_DEFAULTS`: ``values``' where
-    given, else the default; a key the environment has already is kept as it is."""
-    env = dict(environment)
-    for key, default in STREAMING_RUNNER_DEFAULTS.items():
-        env.setdefault(key, (values or {}).get(key, default))
-    return env
-
-
-def streaming_runner_values(sc: Any) -> dict[str, str]:
-    """What the driver's streaming source runner would put, read from this driver's JVM; only
-    what could be read (the defaults stand in for the rest, harmlessly: see above)."""
-    values: dict[str, str] = {}
-    try:
-        dirs = sc._jvm.org.apache.spark.SparkEnv.get().blockManager().diskBlockManager()
-        values["SPARK_LOCAL_DIRS"] = ",".join(str(d.getAbsolutePath()) for d in dirs.localDirs())
-        conf = sc._jsc.sc().conf()
-        timeout = conf.getTimeAsSeconds("spark.python.authenticate.socketTimeout", "15s")
-        values["SPARK_AUTH_SOCKET_TIMEOUT"] = str(int(timeout))
-        values["SPARK_BUFFER_SIZE"] = str(int(conf.getInt("spark.buffer.size", 65536)))
-    except Exception as exc:  # noqa: BLE001 - py4j and JVM errors alike; the defaults stand in
-        logger.debug("Could not read the streaming runner's values from the JVM: %s", exc)
-    return values
+def with_streaming_runner_keys(environment: dict[str, Any]) -> dict[str, Any]:
+    """``environment`` with every key of :data:`STREAMING_RUNNER_DEFAULTS`; a key the
+    environment has already is kept as it is."""
+    return {**STREAMING_RUNNER_DEFAULTS, **environment}
 
 
 def worker_python(sc: Any) -> str:
@@ -207,7 +188,7 @@ def register_with_worker_site(spark: Any, source: Any) -> bool:
         pickled, broadcasts, env, includes = _prepare_for_python_RDD(sc, source)
         wrapped = sc._jvm.SimplePythonFunction(
             bytearray(pickled),
-            with_streaming_runner_keys(worker_environment(env), streaming_runner_values(sc)),
+            with_streaming_runner_keys(worker_environment(env)),
             includes,
             worker_python(sc),
             sc.pythonVer,
