@@ -10,7 +10,9 @@ It starts one Apache Kafka broker (:class:`kafka_direct.testing.KafkaCluster`) a
 Registry (Apicurio), writes N records in the Confluent wire format (the schema of
 ``benchmarks/schema_registry.py``: ten fields, nested record, array, enum, decimal, timestamp)
 and starts one ``local[2]`` Spark with Spark's Kafka connector and ``spark-avro`` (Maven
-Central, cached). Each row reads the whole topic and materialises every decoded field
+Central, cached), on the PySpark they were built for: the command re-runs itself under
+``scripts/oracle-venv.sh``'s pin when the installed PySpark has no connector, and logs every
+version. Each row reads the whole topic and materialises every decoded field
 (``write.format("noop")``):
 
 - ``kafka_direct valueFormat=avro``: the source decodes in the worker that read the records;
@@ -90,6 +92,12 @@ def produce(bootstrap: str, topic: str, framed: list[bytes], partitions: int) ->
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    from kafka_direct_bench.oracle_python import run_on_oracle_pyspark, versions
+
+    # Spark's connector (and spark-avro) only on the PySpark they were built for: this re-runs
+    # the command under scripts/oracle-venv.sh's pin when the installed PySpark has neither.
+    run_on_oracle_pyspark(__file__, argv)
     args = parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     load_before = os.getloadavg()
@@ -110,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         spark_kafka_jars,
     )
 
-    jars = spark_kafka_jars(nearest=True)
+    jars = spark_kafka_jars()
     version = connector_version(jars)
     avro_jar = f"org.apache.spark:spark-avro_2.13:{version}"
     jars += fetch_maven_jars([avro_jar], f"spark-avro-{version}")
@@ -139,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             spark = local_spark("kafka_direct-value-format-bench", conf=spark_kafka_conf(jars))
             log(f"Spark {spark.version}, connector and spark-avro {version}")
+            found = versions(spark, version)
+            log("versions: " + ", ".join(f"{k} {v}" for k, v in found.items()))
             sample = [value[5:] for value in framed[:20_000]]
             spark.dataSource.register(decoded_floor_source(schema_text, sample))
             counts = per_partition_counts(args.records, args.partitions)
