@@ -9,6 +9,9 @@ from collections.abc import Iterator
 
 import pytest
 
+# KAFKA_DIRECT_TEST_CPU_LOG=<file> logs each test's CPU with its processes (docs/testing.md).
+pytest_plugins = ["tests.cpu_accounting"]
+
 
 @pytest.fixture(autouse=True)
 def _restore_kafka_direct_logger_levels() -> Iterator[None]:
