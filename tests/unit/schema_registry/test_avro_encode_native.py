@@ -100,6 +100,11 @@ def _schemas() -> st.SearchStrategy[Any]:
     return st.recursive(st.sampled_from(_LEAVES), extend, max_leaves=8)
 
 
+# Built once: Hypothesis validates a strategy on its first draw, and this recursive one with its
+# filters costs far more to validate than to draw from (rebuilt per example, most of the test).
+SCHEMAS = _schemas()
+
+
 def _unique_names(schema: Any) -> Any:
     """Each named type gets its own name (fastavro refuses a name defined twice)."""
     count = iter(range(10**6))
@@ -242,14 +247,13 @@ def test_the_c_encoder_is_built_and_on() -> None:
 
 @st.composite
 def _schema_and_column(draw: st.DrawFn) -> tuple[Any, pa.Array]:
-    schema = _unique_names(draw(_schemas()))
+    schema = _unique_names(draw(SCHEMAS))
     rows = draw(st.lists(st.one_of(st.none(), _values(schema)), min_size=0, max_size=8))
     values = pa.array(rows, _arrow_type(schema))
     start = draw(st.integers(0, len(values)))
     return schema, values.slice(start, draw(st.integers(0, len(values) - start)))
 
 
-@pytest.mark.serial
 @settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
 @given(_schema_and_column(), st.sampled_from([None, 7, 2**31 + 5]))
 def test_random_columns_encode_in_c_to_fastavros_bytes(
@@ -262,7 +266,7 @@ def test_random_columns_encode_in_c_to_fastavros_bytes(
 
 @st.composite
 def _schema_and_sloppy_column(draw: st.DrawFn) -> tuple[Any, pa.Array]:
-    schema = _unique_names(draw(_schemas()))
+    schema = _unique_names(draw(SCHEMAS))
     rows = draw(st.lists(_values(schema, sloppy=True), min_size=1, max_size=6))
     return schema, pa.array(rows, _arrow_type(schema)).slice(draw(st.integers(0, 1)))
 
@@ -274,7 +278,6 @@ def _outcome(encode: Any, values: pa.Array) -> Any:
         return (type(exc), str(exc))
 
 
-@pytest.mark.serial
 @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
 @given(_schema_and_sloppy_column())
 def test_columns_the_schema_does_not_allow_give_fastavros_bytes_or_error(
@@ -520,7 +523,6 @@ def test_narrower_and_large_column_types_encode_to_fastavros_bytes(
     assert native == python
 
 
-@pytest.mark.serial
 @settings(max_examples=500, deadline=None, suppress_health_check=list(HealthCheck))
 @given(
     st.sampled_from(["string", {"type": "array", "items": "int"}, _record(("a", "long"))]),

@@ -99,6 +99,11 @@ def _schemas() -> st.SearchStrategy[Any]:
     return st.recursive(st.sampled_from(_LEAVES), extend, max_leaves=8)
 
 
+# Built once: Hypothesis validates a strategy on its first draw, and this recursive one with its
+# filters costs far more to validate than to draw from (rebuilt per example, most of the test).
+SCHEMAS = _schemas()
+
+
 def _unique_names(schema: Any) -> Any:
     """Each named type gets its own name (fastavro refuses a name defined twice)."""
     count = iter(range(10**6))
@@ -190,11 +195,10 @@ def _decoder(schema: Any, mode: str = "PERMISSIVE") -> AvroDecoder:
 
 @st.composite
 def _schema_and_records(draw: st.DrawFn) -> tuple[Any, list[Any]]:
-    schema = _top(draw(_schemas()))
+    schema = _top(draw(SCHEMAS))
     return schema, draw(st.lists(_values(schema), min_size=1, max_size=8))
 
 
-@pytest.mark.serial
 @settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
 @given(_schema_and_records())
 def test_random_records_decode_in_c_exactly_as_with_fastavro(case: tuple[Any, list[Any]]) -> None:
@@ -412,7 +416,6 @@ def test_left_over_bytes_are_an_error_as_in_the_fastavro_path() -> None:
         _decoder(BAD_SCHEMA, "FAILFAST").decode(values)
 
 
-@pytest.mark.serial
 @settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.data())
 def test_truncated_mutated_and_random_records_never_crash(data: st.DataObject) -> None:
