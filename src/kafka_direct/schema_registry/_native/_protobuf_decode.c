@@ -9,8 +9,10 @@
  * packed or not). What the Python path does differently or better is left to it
  * (PB_FALLBACK): a singular message field that occurs twice (Protobuf merges the two), a map
  * with a repeated key or an entry with unknown fields (Protobuf keeps such an entry out of the
- * map), an enum number without a name, a string that is not UTF-8, a wire type that does not
- * match the field, a field number out of range, groups, and anything malformed. */
+ * map), an enum number without a name, a string that is not UTF-8 (in any occurrence, also one
+ * that a later one replaces), a oneof's message member that another member replaces, a wire
+ * type that does not match the field, a field number out of range, groups, and anything
+ * malformed. */
 #include "_protobuf_decode.h"
 #include "_utf8.h"
 
@@ -337,6 +339,18 @@ static int decode_repeated(pb_decoder *d, const int32_t *f, const uint8_t *p, co
   return kd_close_list(d->builders, list, child);
 }
 
+/* An occurrence that a later one replaces (a singular field repeated, a oneof member that
+ * another member replaced): the second pass never reads it, but Protobuf's parsers do, and a
+ * record they refuse for it must not decode here. A string must be UTF-8; a message is left to
+ * the Python path. */
+static int check_replaced(int type, const uint8_t *value, const uint8_t *end) {
+  uint64_t n;
+  if (type == PT_MESSAGE || type == PT_TIMESTAMP || type == PT_MAP) return FB;
+  if (type != PT_STRING) return 0;
+  if (varint(&value, end, &n) || n > (uint64_t)(end - value)) return FB;
+  return kd_valid_utf8(value, (size_t)n) ? 0 : FB;
+}
+
 static int decode_message(pb_decoder *d, int m, const uint8_t *p, const uint8_t *end) {
   const int32_t *h = message_at(d, m);
   int entry = h[0] & PM_ENTRY, nf = h[2], no = h[3];
@@ -363,9 +377,16 @@ static int decode_message(pb_decoder *d, int m, const uint8_t *p, const uint8_t 
     if (f[2] != PL_REPEATED && expected == 2 && (f[1] == PT_MESSAGE || f[1] == PT_TIMESTAMP) &&
         slots[i].count)
       return FB; /* Protobuf merges the two messages */
+    if (f[2] != PL_REPEATED && slots[i].count && check_replaced(f[1], slots[i].last, end))
+      return FB;
     slots[i].last = value;
     slots[i].count++;
-    if (f[5] >= 0) slots[nf + f[5]].count = i;
+    if (f[5] >= 0) {
+      int was = slots[nf + f[5]].count;
+      if (was >= 0 && was != i && check_replaced(fields[was * PB_FIELD + 1], slots[was].last, end))
+        return FB;
+      slots[nf + f[5]].count = i;
+    }
   }
   for (int i = 0; i < nf; i++) {
     const int32_t *f = fields + i * PB_FIELD;
