@@ -32,7 +32,7 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, TypeVar
 
-from confluent_kafka import IsolationLevel, KafkaException
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicCollection
 from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ConfigResource,
@@ -56,6 +56,12 @@ log = logging.getLogger(__name__)
 # confluent-kafka ships OffsetSpec untyped; typed as Any once here rather than at every call.
 CkOffsetSpec: Any = _CkOffsetSpec
 T = TypeVar("T")
+#: A described topic that a listing would leave out: missing, or not this principal's to see.
+_ABSENT = {
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError._UNKNOWN_TOPIC,
+    KafkaError.TOPIC_AUTHORIZATION_FAILED,
+}
 
 #: librdkafka's OFFSET_INVALID: what ListOffsets answers, with no error, for a partition whose
 #: leader did not answer in time.
@@ -180,28 +186,63 @@ class AdminOffsetReader:
 
         return self._retrying("fetch topic metadata", call)
 
+    def named_topic_partitions(self, names: Iterable[str]) -> dict[str, set[int]]:
+        """The partitions of the topics ``names`` that exist: ONE metadata request for just
+        them. A stream asks at every trigger, and a listing of the whole cluster
+        (:meth:`topic_partitions`) grows with every topic in it. As in a listing, a topic that
+        does not exist, that this principal may not describe, or that is internal is left out
+        (nothing is created: describing a topic never auto-creates it)."""
+        wanted = sorted({n for n in names if not n.startswith("__")})
+        if not wanted:
+            return {}
+
+        def call() -> dict[str, set[int]]:
+            with kafka_errors("Describing the topics"):
+                futures: dict[str, Future[Any]] = self.admin.describe_topics(
+                    TopicCollection(wanted), request_timeout=self._timeout_s
+                )
+            out: dict[str, set[int]] = {}
+            for name, future in futures.items():
+                try:
+                    description = future.result(timeout=self._timeout_s + 5)
+                except KafkaException as exc:
+                    error = exc.args[0] if exc.args else None
+                    if isinstance(error, KafkaError) and error.code() in _ABSENT:
+                        continue
+                    raise translate(exc, f"Describing topic {name}") from exc
+                except FutureTimeout as exc:
+                    raise translate(exc, f"Describing topic {name}") from exc
+                out[name] = {p.id for p in description.partitions}
+            return out
+
+        return self._retrying("fetch topic metadata", call)
+
     def partitions(self, strategy: Subscription) -> set[TopicPartition]:
-        topics = self.topic_partitions()
         if strategy.kind == "subscribe":
             self.check_rights(strategy.topics)
-            wanted = [t for t in strategy.topics if t in topics]
-            return {TopicPartition(t, p) for t in wanted for p in topics[t]}
-        if strategy.kind == "subscribePattern":
-            pattern = re.compile(strategy.pattern or "")
-            matched = {
-                TopicPartition(t, p) for t, ps in topics.items() if pattern.fullmatch(t) for p in ps
-            }
-            self.check_rights(sorted({tp.topic for tp in matched}))
-            return matched
-        self.check_rights(sorted({tp.topic for tp in strategy.partitions}))
-        missing = [tp for tp in strategy.partitions if tp.partition not in topics.get(tp.topic, ())]
-        if missing:
-            names = ", ".join(str(tp) for tp in missing)
-            raise TopicNotFoundError(
-                f"Option 'assign' names {names}, which the cluster does not have. "
-                "Create the topic (or partitions) first, or fix the 'assign' JSON."
-            )
-        return set(strategy.partitions)
+            named = self.named_topic_partitions(strategy.topics)
+            return {TopicPartition(t, p) for t in strategy.topics if t in named for p in named[t]}
+        if strategy.kind == "assign":
+            self.check_rights(sorted({tp.topic for tp in strategy.partitions}))
+            topics = self.named_topic_partitions(tp.topic for tp in strategy.partitions)
+            missing = [
+                tp for tp in strategy.partitions if tp.partition not in topics.get(tp.topic, ())
+            ]
+            if missing:
+                names = ", ".join(str(tp) for tp in missing)
+                raise TopicNotFoundError(
+                    f"Option 'assign' names {names}, which the cluster does not have. "
+                    "Create the topic (or partitions) first, or fix the 'assign' JSON."
+                )
+            return set(strategy.partitions)
+        # subscribePattern: every topic's name, as Spark's connector lists them at each trigger.
+        topics = self.topic_partitions()
+        pattern = re.compile(strategy.pattern or "")
+        matched = {
+            TopicPartition(t, p) for t, ps in topics.items() if pattern.fullmatch(t) for p in ps
+        }
+        self.check_rights(sorted({tp.topic for tp in matched}))
+        return matched
 
     def check_rights(self, topics: Iterable[str]) -> None:
         """May this principal READ ``topics``? Kafka leaves the topics a principal may not
