@@ -26,7 +26,15 @@ from tests.integration.kafka_helpers import broker_kind, create_topic, new_topic
 # threads cost it more CPU than they save, and the suite is CPU-bound on 2 cores
 # (docs/testing.md). spark-submit adds SPARK_SUBMIT_OPTS to the driver's java command; the
 # brokers and the standalone workers already start this way. A value the user set wins.
-os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+# spark.sql.streaming.pollingDelay (a system property, read by every SparkConf): a stream with
+# nothing new asks its source again after 100 ms instead of Spark's 10 ms. Waiting tests keep
+# streams idle for minutes in all, and an idle stream's trigger loop took about a fifth of a core
+# at 10 ms and under a tenth at 100 ms (docs/testing.md); a record arriving waits at most 90 ms
+# more, which no test measures.
+os.environ.setdefault(
+    "SPARK_SUBMIT_OPTS",
+    "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Dspark.sql.streaming.pollingDelay=100ms",
+)
 
 
 def pytest_report_header() -> str:
