@@ -103,6 +103,9 @@ class AdminOffsetReader:
         self._events: ClientEvents | None = None
         self._connected = False
         self._checked: set[str] = set()
+        #: Describe named topics (True once first contact showed a controller to ask; False
+        #: after a describe failed): else list every topic, as before.
+        self._describe = False
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -153,7 +156,7 @@ class AdminOffsetReader:
         mark = self._events.mark() if self._events is not None else 0
         try:
             with kafka_errors("Connecting to the Kafka cluster"):
-                admin.list_topics(timeout=self._connect_timeout_s)
+                meta = admin.list_topics(timeout=self._connect_timeout_s)
         except KafkaClientError as exc:
             events = self._client_said()
             fatal = events.config_error(mark) if events is not None else None
@@ -169,6 +172,9 @@ class AdminOffsetReader:
                 retriable=False,
             ) from exc
         self._connected = True
+        # librdkafka sends DescribeTopics to the controller the metadata names; a cluster that
+        # names none of its brokers (librdkafka's mock cluster) would leave it unanswered.
+        self._describe = getattr(meta, "controller_id", -1) in getattr(meta, "brokers", {})
 
     # -- metadata ------------------------------------------------------------------------------
 
@@ -187,35 +193,49 @@ class AdminOffsetReader:
         return self._retrying("fetch topic metadata", call)
 
     def named_topic_partitions(self, names: Iterable[str]) -> dict[str, set[int]]:
-        """The partitions of the topics ``names`` that exist: ONE metadata request for just
-        them. A stream asks at every trigger, and a listing of the whole cluster
+        """The partitions of the topics ``names`` that exist: ONE DescribeTopics request for
+        just them. A stream asks at every trigger, and a listing of the whole cluster
         (:meth:`topic_partitions`) grows with every topic in it. As in a listing, a topic that
         does not exist, that this principal may not describe, or that is internal is left out
-        (nothing is created: describing a topic never auto-creates it)."""
+        (describing a topic never auto-creates it, where a metadata request for it from this
+        client would). If describing fails once (no controller answers), this reader lists the
+        cluster's topics from then on: slower, never wrong."""
         wanted = sorted({n for n in names if not n.startswith("__")})
         if not wanted:
             return {}
-
-        def call() -> dict[str, set[int]]:
-            with kafka_errors("Describing the topics"):
-                futures: dict[str, Future[Any]] = self.admin.describe_topics(
-                    TopicCollection(wanted), request_timeout=self._timeout_s
+        self.connect()
+        if self._describe:
+            try:
+                return self._described(wanted)
+            except KafkaClientError as exc:
+                self._describe = False
+                log.info(
+                    "Describing the topics %s failed (%s); listing the cluster's topics instead",
+                    ", ".join(wanted),
+                    exc,
                 )
-            out: dict[str, set[int]] = {}
-            for name, future in futures.items():
-                try:
-                    description = future.result(timeout=self._timeout_s + 5)
-                except KafkaException as exc:
-                    error = exc.args[0] if exc.args else None
-                    if isinstance(error, KafkaError) and error.code() in _ABSENT:
-                        continue
-                    raise translate(exc, f"Describing topic {name}") from exc
-                except FutureTimeout as exc:
-                    raise translate(exc, f"Describing topic {name}") from exc
-                out[name] = {p.id for p in description.partitions}
-            return out
+        listed = self.topic_partitions()
+        return {t: listed[t] for t in wanted if t in listed}
 
-        return self._retrying("fetch topic metadata", call)
+    def _described(self, wanted: list[str]) -> dict[str, set[int]]:
+        timeout_s = min(self._timeout_s, self._connect_timeout_s)
+        with kafka_errors("Describing the topics"):
+            futures: dict[str, Future[Any]] = self.admin.describe_topics(
+                TopicCollection(wanted), request_timeout=timeout_s
+            )
+        out: dict[str, set[int]] = {}
+        for name, future in futures.items():
+            try:
+                description = future.result(timeout=timeout_s + 5)
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args else None
+                if isinstance(error, KafkaError) and error.code() in _ABSENT:
+                    continue
+                raise translate(exc, f"Describing topic {name}") from exc
+            except FutureTimeout as exc:
+                raise translate(exc, f"Describing topic {name}") from exc
+            out[name] = {p.id for p in description.partitions}
+        return out
 
     def partitions(self, strategy: Subscription) -> set[TopicPartition]:
         if strategy.kind == "subscribe":

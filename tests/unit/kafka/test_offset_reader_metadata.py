@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from kafka_direct.config.kafka import Subscription
-from kafka_direct.errors import KafkaClientError, TopicNotFoundError
+from kafka_direct.errors import TopicNotFoundError
 from kafka_direct.kafka.offset_reader import AdminOffsetReader
 from kafka_direct.offsets import TopicPartition
 
@@ -23,14 +23,19 @@ HIDDEN = {"secret"}
 
 
 class RecordingAdmin:
-    def __init__(self, transport_failures: int = 0) -> None:
+    def __init__(self, transport_failures: int = 0, controller: int = 1) -> None:
         self.listings = 0
         self.described: list[list[str]] = []
         self.transport_failures = transport_failures
+        self.controller = controller
 
     def list_topics(self, timeout: float = -1) -> Any:
         self.listings += 1
-        return SimpleNamespace(topics={})
+        topics = {
+            name: SimpleNamespace(partitions=dict.fromkeys(range(n)), error=None)
+            for name, n in CLUSTER.items()
+        }
+        return SimpleNamespace(topics=topics, controller_id=self.controller, brokers={1: None})
 
     def describe_topics(self, topics: Any, request_timeout: float = -1) -> dict[str, Future[Any]]:
         names = list(topics.topic_names)
@@ -115,21 +120,25 @@ def test_a_pattern_still_lists_every_topic() -> None:
     admin = RecordingAdmin()
     reader = _reader(admin)
     reader.connect()
-    assert reader.partitions(Subscription("subscribePattern", pattern="a.*")) == set()
+    assert reader.partitions(Subscription("subscribePattern", pattern="a.*")) == A_PARTITIONS
     assert (admin.listings, admin.described) == (2, [])
 
 
-def test_a_lost_connection_is_retried() -> None:
+A_ONLY = Subscription("subscribe", topics=("a", "missing"))
+A_PARTITIONS = _tps(("a", 0), ("a", 1))
+
+
+def test_a_cluster_that_names_no_controller_is_listed() -> None:
+    # librdkafka sends DescribeTopics to the controller; its mock cluster names broker 0 of 1..3.
+    admin = RecordingAdmin(controller=0)
+    reader = _reader(admin)
+    assert [reader.partitions(A_ONLY) for _ in range(3)] == [A_PARTITIONS] * 3
+    assert (admin.listings, admin.described) == (4, [])
+
+
+def test_a_failed_describe_falls_back_to_listing_for_good() -> None:
     admin = RecordingAdmin(transport_failures=1)
     reader = _reader(admin)
-    reader.connect()
-    assert reader.partitions(Subscription("subscribe", topics=("a",))) == _tps(("a", 0), ("a", 1))
-    assert admin.described == [["a"], ["a"]]
-
-
-def test_a_lasting_outage_fails_with_the_cause() -> None:
-    admin = RecordingAdmin(transport_failures=100)
-    reader = _reader(admin)
-    reader.connect()
-    with pytest.raises(KafkaClientError, match="down"):
-        reader.partitions(Subscription("subscribe", topics=("a",)))
+    assert [reader.partitions(A_ONLY) for _ in range(3)] == [A_PARTITIONS] * 3
+    assert admin.described == [["a", "missing"]]  # once, then listings only
+    assert admin.listings == 4  # first contact, then one per trigger
