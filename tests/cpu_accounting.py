@@ -6,8 +6,8 @@ JVM's Python workers, the driver subprocesses a test starts and kills, the broke
 A process that ends is counted in its parent once reaped; one that outlives its parent leaves
 the tree (the JVM of a driver that a test SIGKILLs is reparented to init), so the SIGKILL tests
 are under-counted. Wall time in a parallel run says how long a test waited for the machine; this
-says how much of the machine it used. Each test appends one JSON line to ``<file>.<worker>``; ``python -m tests.cpu_accounting
-<file>`` sums them by file.
+says how much of the machine it used. Each test appends one JSON line to ``<file>.<worker>``;
+``python -m tests.cpu_accounting <file>`` sums them by file.
 """
 
 from __future__ import annotations

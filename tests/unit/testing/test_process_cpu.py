@@ -29,15 +29,26 @@ def test_a_live_child_and_then_a_reaped_one_are_counted() -> None:
     assert tree_cpu(child.pid) == 0.0  # a process that is gone has no tree
 
 
-def test_another_tree_is_not_counted() -> None:
-    before = tree_cpu(os.getpid())
-    sibling = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            f"import os\nif os.fork() == 0:\n{BURN.replace(chr(10), chr(10) + '    ')}",
-        ]
-    )
-    sibling.wait()  # its grandchild, reparented to init once the child exits, burns elsewhere
-    time.sleep(1.0)
-    assert tree_cpu(os.getpid()) - before < 0.4
+#: A process that starts a child which burns CPU and stays alive, and waits for it.
+MIDDLE = (
+    f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {BURN + 'time.sleep(30)'!r}])\n"
+)
+
+
+def test_a_live_grandchild_is_counted_in_its_grandparents_tree() -> None:
+    middle = subprocess.Popen([sys.executable, "-c", MIDDLE])
+    try:
+        deadline = time.monotonic() + 20
+        while tree_cpu(middle.pid) < 0.5 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert tree_cpu(middle.pid) >= 0.5
+    finally:
+        # The grandchild first (a kill of the middle process would orphan it), then the middle.
+        for pid in [*_children(middle.pid), middle.pid]:
+            os.kill(pid, 9)
+        middle.wait()
+
+
+def _children(pid: int) -> list[int]:
+    path = f"/proc/{pid}/task/{pid}/children"
+    return [int(p) for p in open(path).read().split()] if os.path.exists(path) else []
