@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from kafka_direct.testing.process_cpu import tree_cpu
 
@@ -50,5 +51,5 @@ def test_a_live_grandchild_is_counted_in_its_grandparents_tree() -> None:
 
 
 def _children(pid: int) -> list[int]:
-    path = f"/proc/{pid}/task/{pid}/children"
-    return [int(p) for p in open(path).read().split()] if os.path.exists(path) else []
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(p) for p in path.read_text().split()] if path.exists() else []
