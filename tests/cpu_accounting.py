@@ -3,10 +3,11 @@
 Runs in each pytest process (every xdist worker). Around each test (setup, call and teardown) it
 reads the CPU time of this process and of every process below it: the Spark JVM it started, that
 JVM's Python workers, the driver subprocesses a test starts and kills, the brokers of the session.
-A process that ends is counted in its parent once reaped, so the sum stays whole. Wall time in a
-parallel run says how long a test waited for the machine; this says how much of the machine it
-used. Each test appends one JSON line to ``<file>.<worker>``; ``python -m tests.cpu_accounting
-<file>`` sums them by file.
+A process that ends is counted in its parent once reaped; one that outlives its parent leaves
+the tree (the JVM of a driver that a test SIGKILLs is reparented to init), so the SIGKILL tests
+are under-counted. Wall time in a parallel run says how long a test waited for the machine; this
+says how much of the machine it used. Each test appends one JSON line to ``<file>.<worker>``;
+``python -m tests.cpu_accounting <file>`` sums them by file.
 """
 
 from __future__ import annotations
@@ -22,41 +23,9 @@ from typing import Any
 
 import pytest
 
-_TICKS = os.sysconf("SC_CLK_TCK")
+from kafka_direct.testing.process_cpu import tree_cpu
+
 ENV = "KAFKA_DIRECT_TEST_CPU_LOG"
-
-
-def _stat(pid: str) -> tuple[int, float] | None:
-    """(parent pid, CPU seconds of the process and of its reaped children)."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name (field 2) may hold spaces and parentheses: split after its last ')'.
-    fields = text[text.rindex(")") + 2 :].split()
-    ppid = int(fields[1])
-    utime, stime, cutime, cstime = (int(f) for f in fields[11:15])
-    return ppid, (utime + stime + cutime + cstime) / _TICKS
-
-
-def tree_cpu(root: int) -> float:
-    """CPU seconds used so far by ``root`` and every live process below it."""
-    stats = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            stat = _stat(entry)
-            if stat is not None:
-                stats[int(entry)] = stat
-    children: dict[int, list[int]] = collections.defaultdict(list)
-    for pid, (ppid, _) in stats.items():
-        children[ppid].append(pid)
-    total, todo = 0.0, [root]
-    while todo:
-        pid = todo.pop()
-        if pid in stats:
-            total += stats[pid][1]
-        todo.extend(children.get(pid, ()))
-    return total
 
 
 @pytest.hookimpl(hookwrapper=True)

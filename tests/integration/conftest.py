@@ -28,9 +28,9 @@ from tests.integration.kafka_helpers import broker_kind, create_topic, new_topic
 # brokers and the standalone workers already start this way. A value the user set wins.
 # spark.sql.streaming.pollingDelay (a system property, read by every SparkConf): a stream with
 # nothing new asks its source again after 100 ms instead of Spark's 10 ms. Waiting tests keep
-# streams idle for minutes in all, and an idle stream's trigger loop took about a fifth of a core
-# at 10 ms and under a tenth at 100 ms (docs/testing.md); a record arriving waits at most 90 ms
-# more, which no test measures.
+# streams idle for minutes in all, and at 10 ms an idle stream's trigger loop is most of its CPU
+# (benchmarks/idle_stream_cpu.py, figures in docs/testing.md); a record arriving waits at most
+# 90 ms more, which no test measures.
 os.environ.setdefault(
     "SPARK_SUBMIT_OPTS",
     "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Dspark.sql.streaming.pollingDelay=100ms",

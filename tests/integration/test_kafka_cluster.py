@@ -19,10 +19,10 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AdminClient,
     ConfigResource,
-    NewTopic,
 )
 
 from kafka_direct.testing.kafka_cluster import KafkaCluster, KafkaClusterError
+from kafka_direct.testing.topics import create_topic
 
 pytestmark = pytest.mark.serial
 
@@ -52,9 +52,19 @@ def _consume_all(bootstrap: str, topic: str, expected: int) -> list[str]:
 
 
 def _create(bootstrap: str, topic: str, replicas: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(topic, 1, replicas)], operation_timeout=30)
-    futures[topic].result(60)
+    create_topic(bootstrap, topic, 1, replication_factor=replicas, timeout_s=60)
+
+
+def _partition_zero(admin: AdminClient, topic: str) -> Any:
+    """Partition 0's metadata, asked until a broker's answer has it. Brokers learn a new topic from
+    the controller one by one, so the broker that answers may not list its partitions yet."""
+    deadline = time.monotonic() + 30
+    while True:
+        partitions = admin.list_topics(timeout=30).topics.get(topic)
+        if partitions is not None and 0 in partitions.partitions:
+            return partitions.partitions[0]
+        assert time.monotonic() < deadline, f"no broker's metadata listed {topic}'s partition 0"
+        time.sleep(0.1)
 
 
 def test_one_broker_serves_exact_watermarks_and_survives_a_kill_and_restart() -> None:
@@ -99,7 +109,7 @@ def test_three_brokers_replicate_and_keep_serving_with_one_killed_or_paused() ->
         assert broker_config["min.insync.replicas"].value == "2"
         assert broker_config["offsets.topic.replication.factor"].value == "3"
         assert broker_config["transaction.state.log.min.isr"].value == "2"
-        partition = admin.list_topics(topic, timeout=30).topics[topic].partitions[0]
+        partition = _partition_zero(admin, topic)
         assert sorted(partition.replicas) == [1, 2, 3]
         _produce(bootstrap, topic, ["a", "b"])
 

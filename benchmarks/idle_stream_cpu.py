@@ -1,0 +1,91 @@
+"""CPU of an idle stream: a kafka_direct stream into the no-op sink on a topic that gets no
+records, by Spark's ``spark.sql.streaming.pollingDelay`` (how soon a trigger that found nothing
+asks the source again) and with a 1 s ``processingTime`` trigger. Runs in its own process, with
+one local Spark and one Kafka broker (both its children)::
+
+    python benchmarks/idle_stream_cpu.py                      # 20 s per case, two rounds
+    python benchmarks/idle_stream_cpu.py --seconds 30 --rounds 3
+
+The CPU is that of this process and every process below it (the Spark JVM, its Python workers,
+the broker), over ``--seconds`` once the stream has run its first batches; the same span with no
+stream running is printed first, as the floor. Cases alternate order from round to round. Run it
+on a quiet machine: the load is printed before each round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from kafka_direct_bench.common import loadavg
+
+from kafka_direct.testing import KafkaCluster
+from kafka_direct.testing.local import local_spark
+from kafka_direct.testing.process_cpu import tree_cpu
+from kafka_direct.testing.topics import create_topic
+
+CASES = [("default trigger, pollingDelay 10 ms (Spark's default)", "10ms", None),
+         ("default trigger, pollingDelay 100 ms (the test suite's)", "100ms", None),
+         ("processingTime 1 s", "10ms", "1 second")]  # fmt: skip
+
+
+def _cpu_share(seconds: float) -> float:
+    """Share of one core used by this process and every process below it over ``seconds``."""
+    cpu0, wall0 = tree_cpu(os.getpid()), time.monotonic()
+    time.sleep(seconds)
+    return (tree_cpu(os.getpid()) - cpu0) / (time.monotonic() - wall0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=20.0, help="measured span per case")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--warmup", type=float, default=10.0, help="seconds before measuring")
+    args = parser.parse_args()
+    results: dict[str, list[float]] = {name: [] for name, _, _ in CASES}
+    floor: list[float] = []
+    with KafkaCluster() as cluster, tempfile.TemporaryDirectory() as work:
+        bootstrap = cluster.bootstrap_servers
+        topic = f"idle-{uuid.uuid4().hex[:8]}"
+        create_topic(bootstrap, topic, partitions=2)
+        spark = local_spark("idle-stream-cpu")
+        for rnd in range(args.rounds):
+            print(f"round {rnd + 1}: load average {loadavg()}", flush=True)
+            floor.append(_cpu_share(args.seconds))
+            order = CASES if rnd % 2 == 0 else CASES[::-1]
+            for name, delay, trigger in order:
+                spark.conf.set("spark.sql.streaming.pollingDelay", delay)
+                writer = (
+                    spark.readStream.format("kafka_direct")
+                    .option("kafka.bootstrap.servers", bootstrap)
+                    .option("subscribe", topic)
+                    .load()
+                    .writeStream.format("noop")
+                    .option("checkpointLocation", f"{work}/{uuid.uuid4().hex}")
+                )
+                if trigger is not None:
+                    writer = writer.trigger(processingTime=trigger)
+                query = writer.start()
+                try:
+                    time.sleep(args.warmup)
+                    results[name].append(_cpu_share(args.seconds))
+                finally:
+                    query.stop()
+        spark.stop()
+    idle = statistics.median(floor) * 100
+    print(f"\nno stream (Spark and the broker idle): {idle:.1f} % of a core")
+    for name, shares in results.items():
+        line = ", ".join(f"{s * 100:.1f}" for s in shares)
+        print(f"{name}: median {statistics.median(shares) * 100:.1f} % of a core ({line})")
+
+
+if __name__ == "__main__":
+    main()
