@@ -363,7 +363,15 @@ class AdminOffsetReader:
                 except (KafkaException, FutureTimeout) as exc:
                     error = translate(exc, f"Listing {kind} offsets of {tp}")
                     if isinstance(error, TopicNotFoundError):
-                        raise error from exc
+                        # The metadata this call planned from lists the topic, yet the leader
+                        # does not know it: brokers learn a created or recreated topic from the
+                        # controller one by one. Asked again (now, then at the next trigger), a
+                        # topic that is really gone drops out of the metadata instead.
+                        raise KafkaClientError(
+                            f"{error} (its leader does not know the topic yet)",
+                            code=error.code,
+                            retriable=True,
+                        ) from exc
                     errors.append(error)
                     unavailable[tp] = str(error).split(": ", 1)[-1]
                     continue

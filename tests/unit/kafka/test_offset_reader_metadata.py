@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from kafka_direct.config.kafka import Subscription
-from kafka_direct.errors import TopicNotFoundError
+from kafka_direct.errors import KafkaClientError, TopicNotFoundError
 from kafka_direct.kafka.offset_reader import AdminOffsetReader
 from kafka_direct.offsets import TopicPartition
 
@@ -23,8 +23,13 @@ HIDDEN = {"secret"}
 
 
 class RecordingAdmin:
-    def __init__(self, transport_failures: int = 0, controller: int = 1) -> None:
+    def __init__(
+        self, transport_failures: int = 0, controller: int = 1, unknown_offsets: int = 0
+    ) -> None:
         self.listings = 0
+        self.offset_requests = 0
+        #: How many ListOffsets requests a leader answers "unknown topic" before it knows it.
+        self.unknown_offsets = unknown_offsets
         self.described: list[list[str]] = []
         self.transport_failures = transport_failures
         self.controller = controller
@@ -55,6 +60,20 @@ class RecordingAdmin:
             else:
                 future.set_exception(KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)))
             out[name] = future
+        return out
+
+    def list_offsets(self, request: Any, **_: Any) -> dict[Any, Future[Any]]:
+        self.offset_requests += 1
+        unknown = self.unknown_offsets > 0
+        self.unknown_offsets -= 1
+        out: dict[Any, Future[Any]] = {}
+        for tp in request:
+            future: Future[Any] = Future()
+            if unknown:
+                future.set_exception(KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)))
+            else:
+                future.set_result(SimpleNamespace(offset=7))
+            out[tp] = future
         return out
 
     def poll(self, timeout: float = 0) -> int:
@@ -142,3 +161,23 @@ def test_a_failed_describe_falls_back_to_listing_for_good() -> None:
     assert [reader.partitions(A_ONLY) for _ in range(3)] == [A_PARTITIONS] * 3
     assert admin.described == [["a", "missing"]]  # once, then listings only
     assert admin.listings == 4  # first contact, then one per trigger
+
+
+def test_a_leader_that_does_not_know_a_described_topic_yet_is_asked_again() -> None:
+    # The controller describes a recreated topic a moment before its leader knows it.
+    admin = RecordingAdmin(unknown_offsets=2)
+    reader = _reader(admin)
+    assert reader.latest(A_PARTITIONS) == dict.fromkeys(A_PARTITIONS, 7)
+    assert admin.offset_requests == 3
+
+
+def test_a_leader_that_goes_on_not_knowing_it_is_an_outage_a_stream_waits_out() -> None:
+    # Retriable, not TopicNotFoundError: a stream plans nothing this trigger and asks again
+    # (planning/patience.py), and a topic that is really gone drops out of the next description.
+    admin = RecordingAdmin(unknown_offsets=100)
+    reader = _reader(admin)
+    with pytest.raises(KafkaClientError, match=r"a-0.*its leader does not know") as caught:
+        reader.latest(A_PARTITIONS)
+    assert caught.value.retriable
+    assert not isinstance(caught.value, TopicNotFoundError)
+    assert admin.offset_requests == 4  # fetchOffset.numRetries (3) + 1
