@@ -32,7 +32,7 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, TypeVar
 
-from confluent_kafka import IsolationLevel, KafkaException
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicCollection
 from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ConfigResource,
@@ -56,6 +56,12 @@ log = logging.getLogger(__name__)
 # confluent-kafka ships OffsetSpec untyped; typed as Any once here rather than at every call.
 CkOffsetSpec: Any = _CkOffsetSpec
 T = TypeVar("T")
+#: A described topic that a listing would leave out: missing, or not this principal's to see.
+_ABSENT = {
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError._UNKNOWN_TOPIC,
+    KafkaError.TOPIC_AUTHORIZATION_FAILED,
+}
 
 #: librdkafka's OFFSET_INVALID: what ListOffsets answers, with no error, for a partition whose
 #: leader did not answer in time.
@@ -97,6 +103,9 @@ class AdminOffsetReader:
         self._events: ClientEvents | None = None
         self._connected = False
         self._checked: set[str] = set()
+        #: Describe named topics (True once first contact showed a controller to ask; False
+        #: after a describe failed): else list every topic, as before.
+        self._describe = False
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -147,7 +156,7 @@ class AdminOffsetReader:
         mark = self._events.mark() if self._events is not None else 0
         try:
             with kafka_errors("Connecting to the Kafka cluster"):
-                admin.list_topics(timeout=self._connect_timeout_s)
+                meta = admin.list_topics(timeout=self._connect_timeout_s)
         except KafkaClientError as exc:
             events = self._client_said()
             fatal = events.config_error(mark) if events is not None else None
@@ -163,6 +172,9 @@ class AdminOffsetReader:
                 retriable=False,
             ) from exc
         self._connected = True
+        # librdkafka sends DescribeTopics to the controller the metadata names; a cluster that
+        # names none of its brokers (librdkafka's mock cluster) would leave it unanswered.
+        self._describe = getattr(meta, "controller_id", -1) in getattr(meta, "brokers", {})
 
     # -- metadata ------------------------------------------------------------------------------
 
@@ -180,28 +192,77 @@ class AdminOffsetReader:
 
         return self._retrying("fetch topic metadata", call)
 
+    def named_topic_partitions(self, names: Iterable[str]) -> dict[str, set[int]]:
+        """The partitions of the topics ``names`` that exist: ONE DescribeTopics request for
+        just them. A stream asks at every trigger, and a listing of the whole cluster
+        (:meth:`topic_partitions`) grows with every topic in it. As in a listing, a topic that
+        does not exist, that this principal may not describe, or that is internal is left out
+        (describing a topic never auto-creates it, where a metadata request for it from this
+        client would). If describing fails once (no controller answers), this reader lists the
+        cluster's topics from then on: slower, never wrong."""
+        wanted = sorted({n for n in names if not n.startswith("__")})
+        if not wanted:
+            return {}
+        self.connect()
+        if self._describe:
+            try:
+                return self._described(wanted)
+            except KafkaClientError as exc:
+                self._describe = False
+                log.info(
+                    "Describing the topics %s failed (%s); listing the cluster's topics instead",
+                    ", ".join(wanted),
+                    exc,
+                )
+        listed = self.topic_partitions()
+        return {t: listed[t] for t in wanted if t in listed}
+
+    def _described(self, wanted: list[str]) -> dict[str, set[int]]:
+        timeout_s = min(self._timeout_s, self._connect_timeout_s)
+        with kafka_errors("Describing the topics"):
+            futures: dict[str, Future[Any]] = self.admin.describe_topics(
+                TopicCollection(wanted), request_timeout=timeout_s
+            )
+        out: dict[str, set[int]] = {}
+        for name, future in futures.items():
+            try:
+                description = future.result(timeout=timeout_s + 5)
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args else None
+                if isinstance(error, KafkaError) and error.code() in _ABSENT:
+                    continue
+                raise translate(exc, f"Describing topic {name}") from exc
+            except FutureTimeout as exc:
+                raise translate(exc, f"Describing topic {name}") from exc
+            out[name] = {p.id for p in description.partitions}
+        return out
+
     def partitions(self, strategy: Subscription) -> set[TopicPartition]:
-        topics = self.topic_partitions()
         if strategy.kind == "subscribe":
             self.check_rights(strategy.topics)
-            wanted = [t for t in strategy.topics if t in topics]
-            return {TopicPartition(t, p) for t in wanted for p in topics[t]}
-        if strategy.kind == "subscribePattern":
-            pattern = re.compile(strategy.pattern or "")
-            matched = {
-                TopicPartition(t, p) for t, ps in topics.items() if pattern.fullmatch(t) for p in ps
-            }
-            self.check_rights(sorted({tp.topic for tp in matched}))
-            return matched
-        self.check_rights(sorted({tp.topic for tp in strategy.partitions}))
-        missing = [tp for tp in strategy.partitions if tp.partition not in topics.get(tp.topic, ())]
-        if missing:
-            names = ", ".join(str(tp) for tp in missing)
-            raise TopicNotFoundError(
-                f"Option 'assign' names {names}, which the cluster does not have. "
-                "Create the topic (or partitions) first, or fix the 'assign' JSON."
-            )
-        return set(strategy.partitions)
+            named = self.named_topic_partitions(strategy.topics)
+            return {TopicPartition(t, p) for t in strategy.topics if t in named for p in named[t]}
+        if strategy.kind == "assign":
+            self.check_rights(sorted({tp.topic for tp in strategy.partitions}))
+            topics = self.named_topic_partitions(tp.topic for tp in strategy.partitions)
+            missing = [
+                tp for tp in strategy.partitions if tp.partition not in topics.get(tp.topic, ())
+            ]
+            if missing:
+                names = ", ".join(str(tp) for tp in missing)
+                raise TopicNotFoundError(
+                    f"Option 'assign' names {names}, which the cluster does not have. "
+                    "Create the topic (or partitions) first, or fix the 'assign' JSON."
+                )
+            return set(strategy.partitions)
+        # subscribePattern: every topic's name, as Spark's connector lists them at each trigger.
+        topics = self.topic_partitions()
+        pattern = re.compile(strategy.pattern or "")
+        matched = {
+            TopicPartition(t, p) for t, ps in topics.items() if pattern.fullmatch(t) for p in ps
+        }
+        self.check_rights(sorted({tp.topic for tp in matched}))
+        return matched
 
     def check_rights(self, topics: Iterable[str]) -> None:
         """May this principal READ ``topics``? Kafka leaves the topics a principal may not
@@ -302,7 +363,15 @@ class AdminOffsetReader:
                 except (KafkaException, FutureTimeout) as exc:
                     error = translate(exc, f"Listing {kind} offsets of {tp}")
                     if isinstance(error, TopicNotFoundError):
-                        raise error from exc
+                        # The metadata this call planned from lists the topic, yet the leader
+                        # does not know it: brokers learn a created or recreated topic from the
+                        # controller one by one. Asked again (now, then at the next trigger), a
+                        # topic that is really gone drops out of the metadata instead.
+                        raise KafkaClientError(
+                            f"{error} (its leader does not know the topic yet)",
+                            code=error.code,
+                            retriable=True,
+                        ) from exc
                     errors.append(error)
                     unavailable[tp] = str(error).split(": ", 1)[-1]
                     continue
