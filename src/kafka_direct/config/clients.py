@@ -42,11 +42,23 @@ _PARTITION_FETCH_BYTES = 4 * 1024 * 1024
 #: a partition's reader (why so few: :func:`executor_consumer_config`).
 IDLE_QUEUE_RECORDS = 16
 
+#: Every client's ``reconnect.backoff.ms`` where the user chose none (librdkafka's default is
+#: 100). A new client learns the cluster's brokers from its bootstrap connection, then drops
+#: that connection and connects to a broker by its id; librdkafka spaces such connections by
+#: half this backoff (at least 11 ms), so with 100 every new client's first request waited
+#: 50 ms: the driver's check and plan of every query, a stream's first offsets, a new consumer's
+#: first fetch, a new producer's first batch. After a failed connection the backoff still
+#: doubles up to ``reconnect.backoff.max.ms`` (10 s), so an outage is not hammered.
+#: docs/performance.md, "A new client's first request".
+RECONNECT_BACKOFF_MS = 20
+_CONNECT = {"reconnect.backoff.ms": str(RECONNECT_BACKOFF_MS)}
+
 __all__ = [
     "ALIASES",
     "DEFAULT_DELIVERY_TIMEOUT_MS",
     "DEFAULT_TRANSACTION_TIMEOUT_MS",
     "IDLE_QUEUE_RECORDS",
+    "RECONNECT_BACKOFF_MS",
     "ExecutorSettings",
     "admin_config",
     "connection_config",
@@ -150,6 +162,7 @@ def executor_consumer_config(
         # later (from an empty fetch at the log end).
         "fetch.wait.max.ms": "500",
         "client.id": "kafka-direct-executor",
+        **_CONNECT,
     }
     config = with_defaults(user, tunables)
     config.update(
@@ -191,6 +204,7 @@ def receiver_consumer_config(
         # Default 1000 ms: a receiver that drains its queue quickly must not stall for that long.
         "fetch.queue.backoff.ms": "10",
         "client.id": f"kafka-direct-receiver-{receiver_id}",
+        **_CONNECT,
     }
     settings = with_defaults(kafka, tunables)
     settings.update(
@@ -245,6 +259,8 @@ def producer_config(user: Mapping[str, str], *, exactly_once: bool = False) -> d
         "queue.buffering.max.kbytes": "65536",
         "queue.buffering.max.messages": "100000",
         "client.id": "kafka-direct-producer",
+        # A new producer's first batch waits for no 50 ms pause (the constant).
+        **_CONNECT,
     }
     if exactly_once:
         # A task's transaction lasts as long as the task writes (see the constant).
@@ -284,7 +300,7 @@ _PRODUCER_ONLY = {
 def connection_config(user: Mapping[str, str]) -> dict[str, str]:
     """The sink's user settings without the producer-only ones: for its admin client and its
     marker reader."""
-    return {k: v for k, v in user.items() if k not in _PRODUCER_ONLY}
+    return with_defaults({k: v for k, v in user.items() if k not in _PRODUCER_ONLY}, _CONNECT)
 
 
 def marker_consumer_config(connection: Mapping[str, str], transactional_id: str) -> dict[str, str]:
@@ -325,7 +341,7 @@ def admin_config(user: Mapping[str, str]) -> dict[str, str]:
     }
     config = {k: v for k, v in user.items() if k not in consumer_only}
     config.setdefault("client.id", "kafka-direct-driver")
-    return config
+    return with_defaults(config, _CONNECT)
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,7 @@ def test_defaults() -> None:
         "queue.buffering.max.kbytes": "65536",
         "queue.buffering.max.messages": "100000",
         "client.id": "kafka-direct-producer",
+        "reconnect.backoff.ms": "20",
     }
     assert set(SINK_OPTION_DEFAULTS) == {
         "topic",
@@ -242,7 +243,11 @@ def test_a_refused_secret_is_redacted_in_the_message() -> None:
 
 def test_connection_config_leaves_out_producer_only_settings() -> None:
     user = {"bootstrap.servers": "b:1", "linger.ms": "5", "acks": "all", "sasl.username": "u"}
-    assert connection_config(user) == {"bootstrap.servers": "b:1", "sasl.username": "u"}
+    assert connection_config(user) == {
+        "bootstrap.servers": "b:1",
+        "sasl.username": "u",
+        "reconnect.backoff.ms": "20",
+    }
 
 
 def test_options_pickle() -> None:

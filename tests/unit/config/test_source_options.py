@@ -978,6 +978,7 @@ def test_admin_config_drops_consumer_only_keys(key: str) -> None:
         "bootstrap.servers": "b:9092",
         "security.protocol": "SSL",
         "client.id": "kafka-direct-driver",
+        "reconnect.backoff.ms": "20",
     }
 
 

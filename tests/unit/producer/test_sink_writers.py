@@ -150,7 +150,10 @@ def test_a_stream_derives_its_prefix_from_the_checkpoint(monkeypatch: pytest.Mon
     explicit = _settings(monkeypatch, **eos, checkpointLocation="/ck/a", transactionalIdPrefix="q")
     assert explicit.transactions.prefix == "q"
     assert _settings(monkeypatch).transactions is None
-    assert dict(a.consumer_config) == {"bootstrap.servers": "127.0.0.1:1"}
+    assert dict(a.consumer_config) == {
+        "bootstrap.servers": "127.0.0.1:1",
+        "reconnect.backoff.ms": "20",
+    }
 
 
 def test_each_batch_write_gets_its_own_id(monkeypatch: pytest.MonkeyPatch) -> None:
