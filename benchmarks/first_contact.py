@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 from kafka_direct_bench.common import loadavg
-from kafka_direct_bench.oracle_python import run_on_oracle_pyspark, versions
+from kafka_direct_bench.oracle_python import add_formats_option, chosen_formats, versions
 
 from kafka_direct.config.clients import admin_config, executor_consumer_config, producer_config
 from kafka_direct.testing import KafkaCluster
@@ -110,15 +110,9 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=30, help="new clients per case")
     parser.add_argument("--queries", type=int, default=10, help="queries per case")
     parser.add_argument("--records", type=int, default=10_000)
-    parser.add_argument(
-        "--formats",
-        default="kafka_direct,kafka",
-        help="comma-separated: kafka_direct, kafka (Spark's connector)",
-    )
+    add_formats_option(parser)
     args = parser.parse_args()
-    formats = [f for f in args.formats.split(",") if f]
-    if "kafka" in formats:
-        run_on_oracle_pyspark(__file__, sys.argv[1:])
+    formats = chosen_formats(args.formats, __file__)
     print(f"load average {loadavg()}", flush=True)
     jars = spark_kafka_jars() if "kafka" in formats else []
     with KafkaCluster() as cluster:

@@ -30,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from kafka_direct_bench.common import loadavg
-from kafka_direct_bench.oracle_python import run_on_oracle_pyspark, versions
+from kafka_direct_bench.oracle_python import add_formats_option, chosen_formats, versions
 
 from kafka_direct.testing import KafkaCluster
 from kafka_direct.testing.local import local_spark
@@ -59,15 +59,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0, help="measured span per case")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--warmup", type=float, default=10.0, help="seconds before measuring")
-    parser.add_argument(
-        "--formats",
-        default="kafka_direct,kafka",
-        help="comma-separated: kafka_direct, kafka (Spark's connector)",
-    )
+    add_formats_option(parser)
     args = parser.parse_args()
-    formats = [f for f in args.formats.split(",") if f]
-    if "kafka" in formats:
-        run_on_oracle_pyspark(__file__, sys.argv[1:])
+    formats = chosen_formats(args.formats, __file__)
     cases = [(fmt, *case) for case in CASES for fmt in formats]
     results: dict[tuple[str, str], list[float]] = {(fmt, name): [] for fmt, name, _, _ in cases}
     floor: list[float] = []

@@ -109,3 +109,21 @@ def versions(spark: Any, connector: str | None) -> dict[str, str]:
         "kafka_direct": str(Path(kafka_direct.__file__).parent),
         "interpreter": sys.executable,
     }
+
+
+def add_formats_option(parser: Any) -> None:
+    """``--formats`` of a benchmark that runs kafka_direct beside Spark's connector."""
+    parser.add_argument(
+        "--formats",
+        default="kafka_direct,kafka",
+        help="comma-separated: kafka_direct, kafka (Spark's connector)",
+    )
+
+
+def chosen_formats(value: str, script: str) -> list[str]:
+    """The formats ``--formats`` names. With Spark's connector among them, this process goes on
+    only on the PySpark the connector was built for (:func:`run_on_oracle_pyspark`)."""
+    formats = [f for f in value.split(",") if f]
+    if "kafka" in formats:
+        run_on_oracle_pyspark(script, sys.argv[1:])
+    return formats
