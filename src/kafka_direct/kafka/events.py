@@ -22,7 +22,9 @@ __all__ = ["SILENT", "ClientEvents", "reach_advice"]
 
 log = logging.getLogger(__name__)
 
-_TIMING = re.compile(r"\s*\(after \d+ms in state \w+\)\s*$")
+_TIMING = re.compile(
+    r"\s*\(after \d+ms in state \w+(?:, \d+ identical error\(s\) suppressed)?\)\s*$"
+)
 
 #: Why a first request got no answer when the client reported no cause: the connection was
 #: accepted, then nothing answered (another service on the port, a TLS or SASL listener, a

@@ -22,6 +22,12 @@ REFUSED = KafkaError(
     "127.0.0.1:1/bootstrap: Connect to ipv4#127.0.0.1:1 failed: Connection refused "
     "(after 0ms in state CONNECT)",
 )
+#: The same failure again: librdkafka counts the repeats it did not report in the suffix.
+REFUSED_AGAIN = KafkaError(
+    KafkaError._TRANSPORT,
+    "127.0.0.1:1/bootstrap: Connect to ipv4#127.0.0.1:1 failed: Connection refused "
+    "(after 0ms in state CONNECT, 1 identical error(s) suppressed)",
+)
 DOWN = KafkaError(KafkaError._ALL_BROKERS_DOWN, "1/1 brokers are down")
 RESOLVE = KafkaError(
     KafkaError._RESOLVE,
@@ -187,7 +193,7 @@ def test_each_config_error_is_a_fresh_exception() -> None:
 def test_each_distinct_event_is_logged_once(caplog: pytest.LogCaptureFixture) -> None:
     recorder = ClientEvents("The consumer")
     with caplog.at_level(logging.WARNING, logger="kafka_direct.kafka.events"):
-        for event in [REFUSED, DOWN, REFUSED, DOWN, REFUSED]:
+        for event in [REFUSED, DOWN, REFUSED, DOWN, REFUSED, REFUSED_AGAIN]:
             recorder(event)
     assert [r.getMessage() for r in caplog.records] == [
         "The consumer reported: 127.0.0.1:1/bootstrap: Connect to ipv4#127.0.0.1:1 failed: "
