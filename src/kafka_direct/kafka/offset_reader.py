@@ -32,7 +32,7 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, TypeVar
 
-from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicCollection
+from confluent_kafka import IsolationLevel, KafkaException, TopicCollection
 from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ConfigResource,
@@ -56,12 +56,6 @@ log = logging.getLogger(__name__)
 # confluent-kafka ships OffsetSpec untyped; typed as Any once here rather than at every call.
 CkOffsetSpec: Any = _CkOffsetSpec
 T = TypeVar("T")
-#: A described topic that a listing would leave out: missing, or not this principal's to see.
-_ABSENT = {
-    KafkaError.UNKNOWN_TOPIC_OR_PART,
-    KafkaError._UNKNOWN_TOPIC,
-    KafkaError.TOPIC_AUTHORIZATION_FAILED,
-}
 
 #: librdkafka's OFFSET_INVALID: what ListOffsets answers, with no error, for a partition whose
 #: leader did not answer in time.
@@ -227,13 +221,15 @@ class AdminOffsetReader:
         for name, future in futures.items():
             try:
                 description = future.result(timeout=timeout_s + 5)
-            except KafkaException as exc:
-                error = exc.args[0] if exc.args else None
-                if isinstance(error, KafkaError) and error.code() in _ABSENT:
+            except (KafkaException, FutureTimeout) as exc:
+                error = translate(exc, f"Describing topic {name}")
+                # Missing, or not this principal's to see: a listing would leave it out too.
+                if (
+                    isinstance(error, TopicNotFoundError)
+                    or error.code == "TOPIC_AUTHORIZATION_FAILED"
+                ):
                     continue
-                raise translate(exc, f"Describing topic {name}") from exc
-            except FutureTimeout as exc:
-                raise translate(exc, f"Describing topic {name}") from exc
+                raise error from exc
             out[name] = {p.id for p in description.partitions}
         return out
 
