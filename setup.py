@@ -87,11 +87,14 @@ setup(
             extra_compile_args=COMPILE_ARGS,
             optional=True,
         ),
-        # The exactly-once sink's order-insensitive row digest (producer/digest.py has the same
-        # computation in Python for builds without a C compiler).
+        # The exactly-once sink's order-insensitive row digest (producer/digest.py has the
+        # BLAKE2b scheme in Python for builds without a C compiler; xxhash.h is xxHash 0.8.1,
+        # BSD 2-Clause, header only).
         Extension(
             "kafka_direct.producer._row_digest",
             sources=["src/kafka_direct/producer/_native/_row_digest.c"],
+            depends=[f"{SHARED}/xxhash.h"],
+            include_dirs=[SHARED],
             extra_compile_args=COMPILE_ARGS,
             optional=True,
         ),

@@ -1,9 +1,10 @@
 #!/usr/bin/env python
 """What the exactly-once marker's row digest costs: one exactly-once write task's
-``write_transaction`` on real Apache Kafka, with the digest and with the sink's
+``write_transaction`` on real Apache Kafka, with the digest of each scheme (XXH3-128, the
+default; BLAKE2b-128, written before it and by builds without C) and with the sink's
 ``transactionReplayCheck=count`` (no digest: the marker carries the count only), alternating,
-plus the digest alone
-over the same Arrow batches. Runs in the benchmark process (no Spark: the task's own code).
+plus each digest alone over the same Arrow batches. Runs in the benchmark process (no Spark:
+the task's own code).
 
     python benchmarks/marker_digest.py                     # starts a one-broker KafkaCluster
     python benchmarks/marker_digest.py --records 200000 --rounds 5
@@ -28,8 +29,9 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from pyspark.sql.types import BinaryType, StructField, StructType
 
+import kafka_direct.producer.digest as row_digest
 import kafka_direct.producer.transactional as transactional
-from kafka_direct.producer.digest import RowDigest
+from kafka_direct.producer.digest import BLAKE2B_SCHEME, XXH3_SCHEME, RowDigest
 from kafka_direct.producer.markers import TaskIdentity
 from kafka_direct.source.sink import build_settings
 
@@ -86,34 +88,41 @@ def main(argv: list[str] | None = None) -> int:
             "deliveryGuarantee": "exactly-once",
             "transactionalIdPrefix": f"bench-{topic}",
         }
-        # The same writes, the second with the sink's count-only markers
+        # The same writes with each digest scheme the sink can write (the scheme a write uses
+        # is the module's DIGEST_SCHEME), and with the sink's count-only markers
         # (transactionReplayCheck=count computes no digest).
+        digesting = build_settings(options, SCHEMA, stream=True)
+        counting = build_settings(
+            {**options, "transactionReplayCheck": "count"}, SCHEMA, stream=True
+        )
         modes = {
-            "with the digest": build_settings(options, SCHEMA, stream=True),
-            "count only": build_settings(
-                {**options, "transactionReplayCheck": "count"}, SCHEMA, stream=True
-            ),
+            f"digest {XXH3_SCHEME} (XXH3-128, the default)": (digesting, XXH3_SCHEME),
+            f"digest {BLAKE2B_SCHEME} (BLAKE2b-128)": (digesting, BLAKE2B_SCHEME),
+            "count only": (counting, None),
         }
-        settings = modes["with the digest"]
         batches = _batches(args.records)
-        times: dict[str, list[float]] = {"with the digest": [], "count only": []}
-        digest_only: list[float] = []
+        times: dict[str, list[float]] = {mode: [] for mode in modes}
+        digest_only: dict[str, list[float]] = {XXH3_SCHEME: [], BLAKE2B_SCHEME: []}
         batch_id = 0
-        for _ in range(args.rounds):
-            for mode in times:
+        for number in range(args.rounds):
+            order = list(modes) if number % 2 == 0 else list(reversed(modes))
+            for mode in order:
+                settings, scheme = modes[mode]
+                row_digest.DIGEST_SCHEME = scheme or XXH3_SCHEME
                 started = time.perf_counter()
                 result = transactional.write_transaction(
-                    modes[mode], batches, TaskIdentity(0, batch_id=batch_id)
+                    settings, batches, TaskIdentity(0, batch_id=batch_id)
                 )
                 times[mode].append(time.perf_counter() - started)
                 assert result.records == args.records and not result.skipped
                 batch_id += 1
-            started = time.perf_counter()
-            digest = RowDigest(settings.columns)
-            for batch in batches:
-                digest.update(batch)
-            digest.hexdigest()
-            digest_only.append(time.perf_counter() - started)
+            for scheme, samples in digest_only.items():
+                started = time.perf_counter()
+                digest = RowDigest(digesting.columns, scheme)
+                for batch in batches:
+                    digest.update(batch)
+                digest.hexdigest()
+                samples.append(time.perf_counter() - started)
         read = _committed(bootstrap, topic)
     finally:
         if cluster is not None:
@@ -122,16 +131,20 @@ def main(argv: list[str] | None = None) -> int:
     base = statistics.median(times["count only"])
     print(
         f"One exactly-once write task, {args.records} records (8-byte keys, 100-byte values, "
-        f"10,000-row batches), 2 partitions, median of {args.rounds}\n\n"
+        f"10,000-row batches), 2 partitions, median of {args.rounds} (order reversed every "
+        "round)\n\n"
         "| marker | median write (ms) | records/s | vs count only |\n|---|---|---|---|"
     )
     for mode, samples in times.items():
         median = statistics.median(samples)
         print(f"| {mode} | {median * 1000:,.0f} | {args.records / median:,.0f} | "
               f"{base / median:.2f}x |")  # fmt: skip
-    alone = statistics.median(digest_only)
-    print(f"\nThe digest alone: {alone * 1000:,.1f} ms ({args.records / alone:,.0f} records/s, "
-          f"{args.records * 108 / alone / 1e6:,.0f} MB/s of keys and values)")  # fmt: skip
+    print()
+    for scheme, samples in digest_only.items():
+        alone = statistics.median(samples)
+        rate, mb_s = args.records / alone, args.records * 108 / alone / 1e6
+        print(f"The digest alone, {scheme}: {alone * 1000:,.1f} ms ({rate:,.0f} records/s, "
+              f"{mb_s:,.0f} MB/s of keys and values)")  # fmt: skip
     print(f"Read back (read_committed): {read} of {expected} records")
     return 0 if read == expected else 1
 

@@ -49,7 +49,13 @@ from kafka_direct.kafka.events import ClientEvents
 from kafka_direct.kafka.logs import client_hooks
 from kafka_direct.kafka.translate import translate
 from kafka_direct.producer.batch_producer import PythonBatchProducer
-from kafka_direct.producer.digest import RowCount, RowDigest
+from kafka_direct.producer.digest import (
+    XXH3_SCHEME,
+    RowCount,
+    RowDigest,
+    computable,
+    scheme_of,
+)
 from kafka_direct.producer.markers import (
     Decision,
     Marker,
@@ -213,6 +219,29 @@ def read_marker(consumer: Consumer, topic: str, txn_id: str, timeout_s: float) -
         time.sleep(RETRY_PAUSE_S)
 
 
+def _replay_digest(settings: WriteSettings, marker: Marker, txn_id: str) -> RowDigest | RowCount:
+    """What a replayed task computes to check its rows against ``marker``: a digest of the
+    marker's scheme; the count only when the marker has no digest, the query checks counts only,
+    or this Python worker cannot compute the marker's scheme (said in a warning)."""
+    scheme = scheme_of(marker.digest)
+    assert settings.transactions is not None
+    if not settings.transactions.check_rows or scheme is None:
+        return RowCount()
+    if not computable(scheme):
+        why = (
+            "it needs kafka_direct's C extension _row_digest, which this installation lacks"
+            if scheme == XXH3_SCHEME
+            else "a newer kafka_direct wrote it"
+        )
+        log.warning(
+            "The marker of transactional id '%s' carries a row digest of scheme '%s', which this "
+            "Python worker cannot compute (%s): the replay is checked by its row count only",
+            txn_id, scheme, why,
+        )  # fmt: skip
+        return RowCount()
+    return RowDigest(settings.columns, scheme)
+
+
 def write_transaction(
     settings: WriteSettings,
     batches: Iterable[pa.RecordBatch],
@@ -236,11 +265,10 @@ def write_transaction(
     try:
         producer.init_transactions(timeout_s)
         marker = read_marker(consumer, txn.marker_topic, txn_id, timeout_s)
-        # transactionReplayCheck=count: no digest at all (it costs a write about a third of its
-        # throughput, docs/performance.md); the marker then carries the count only.
-        digest = RowDigest(settings.columns) if txn.check_rows else RowCount()
+        digest: RowDigest | RowCount
         if decide(marker, task, txn_id) is Decision.SKIP:
             assert marker is not None
+            digest = _replay_digest(settings, marker, txn_id)
             for batch in rows:
                 digest.update(batch)
             records = digest.rows
@@ -252,6 +280,9 @@ def write_transaction(
             return WriteResult(
                 records, 0, time.monotonic() - started, TRANSACTIONAL, reused=False, skipped=True
             )
+        # transactionReplayCheck=count: no digest at all (docs/performance.md has its cost);
+        # the marker then carries the count only.
+        digest = RowDigest(settings.columns) if txn.check_rows else RowCount()
         producer.begin_transaction()
         columns = settings.columns
         for batch in rows:

@@ -8,12 +8,17 @@ from collections.abc import Callable
 
 import pyarrow as pa
 import pytest
+import xxhash
 
 from kafka_direct.producer.columns import HEADERS_TYPE, plan_columns
 from kafka_direct.producer.digest import (
+    BLAKE2B_SCHEME,
     DIGEST_SCHEME,
+    XXH3_SCHEME,
     RowDigest,
+    computable,
     native_available,
+    scheme_of,
     sum_rows,
     sum_rows_python,
 )
@@ -45,17 +50,26 @@ def _batch(change: Callable[[dict[str, list[object]]], None] | None = None) -> p
     return pa.RecordBatch.from_arrays(arrays, names=[name for name, _ in FIELDS])
 
 
-def _digest(*batches: pa.RecordBatch, columns: object = ALL) -> str:
-    d = RowDigest(columns)  # type: ignore[arg-type]
+SCHEMES = [BLAKE2B_SCHEME, XXH3_SCHEME]
+
+
+@pytest.fixture(params=SCHEMES)
+def scheme(request: pytest.FixtureRequest) -> str:
+    """Every test of the digest's properties runs on both schemes."""
+    return str(request.param)
+
+
+def _digest(*batches: pa.RecordBatch, columns: object = ALL, scheme: str | None = None) -> str:
+    d = RowDigest(columns, scheme)  # type: ignore[arg-type]
     for batch in batches:
         d.update(batch)
     return d.hexdigest()
 
 
-def test_the_digest_does_not_depend_on_how_the_rows_are_cut_into_batches() -> None:
+def test_the_digest_does_not_depend_on_how_the_rows_are_cut_into_batches(scheme: str) -> None:
     whole = _batch()
     cuts = [whole.slice(0, 7), whole.slice(7, 0), whole.slice(7, 40), whole.slice(47)]
-    assert _digest(*cuts) == _digest(whole)
+    assert _digest(*cuts, scheme=scheme) == _digest(whole, scheme=scheme)
     large = pa.RecordBatch.from_arrays(
         [
             whole.column(0).cast(pa.large_binary()),
@@ -66,7 +80,9 @@ def test_the_digest_does_not_depend_on_how_the_rows_are_cut_into_batches() -> No
         ],
         names=whole.schema.names,
     )  # Spark sends large types when spark.sql.execution.arrow.useLargeVarTypes is on
-    assert _digest(large.slice(0, 30), large.slice(30)) == _digest(whole)
+    assert _digest(large.slice(0, 30), large.slice(30), scheme=scheme) == _digest(
+        whole, scheme=scheme
+    )
 
 
 def _set(column: str, row: int, value: object) -> Callable[[dict[str, list[object]]], None]:
@@ -111,9 +127,9 @@ CHANGES = [
 
 @pytest.mark.parametrize(("what", "change"), CHANGES, ids=[c[0] for c in CHANGES])
 def test_other_rows_give_another_digest(
-    what: str, change: Callable[[dict[str, list[object]]], None]
+    what: str, change: Callable[[dict[str, list[object]]], None], scheme: str
 ) -> None:
-    assert _digest(_batch(change)) != _digest(_batch()), what
+    assert _digest(_batch(change), scheme=scheme) != _digest(_batch(), scheme=scheme), what
 
 
 def test_the_topic_option_counts_and_ignored_columns_do_not() -> None:
@@ -126,18 +142,35 @@ def test_the_topic_option_counts_and_ignored_columns_do_not() -> None:
     assert _digest(batch, columns=to_a) != _digest(batch, columns=to_b)
     d = RowDigest(to_a)
     d.update(batch)
-    scheme, _, hexdigest = d.hexdigest().partition(":")
-    assert d.rows == 2 and scheme == DIGEST_SCHEME and len(hexdigest) == 32
+    written, _, hexdigest = d.hexdigest().partition(":")
+    assert d.rows == 2 and written == DIGEST_SCHEME and len(hexdigest) == 32
 
 
-def test_the_digest_does_not_depend_on_the_order_of_the_rows() -> None:
+def test_the_digest_does_not_depend_on_the_order_of_the_rows(scheme: str) -> None:
     """A packed task reads its partitions as their fetches arrive, and a task after a shuffle
     reads map outputs as they come: a replay holds the same rows, maybe in another order."""
     whole = _batch()
-    assert _digest(_batch(_swap)) == _digest(whole)
+    expected = _digest(whole, scheme=scheme)
+    assert _digest(_batch(_swap), scheme=scheme) == expected
     backwards = whole.take(pa.array(list(range(N - 1, -1, -1))))
-    assert _digest(backwards.slice(0, 25), backwards.slice(25)) == _digest(whole)
-    assert _digest(whole.slice(30), whole.slice(0, 30)) == _digest(whole)
+    assert _digest(backwards.slice(0, 25), backwards.slice(25), scheme=scheme) == expected
+    assert _digest(whole.slice(30), whole.slice(0, 30), scheme=scheme) == expected
+
+
+def test_the_schemes_name_themselves_and_differ() -> None:
+    """A marker says which hash wrote it, so a replay checks it with that one; the C build
+    writes the cheaper XXH3 scheme."""
+    assert native_available(), "the C extension _row_digest is not built"
+    assert DIGEST_SCHEME == XXH3_SCHEME
+    blake, xxh3 = _digest(_batch(), scheme=BLAKE2B_SCHEME), _digest(_batch(), scheme=XXH3_SCHEME)
+    assert scheme_of(blake) == BLAKE2B_SCHEME and scheme_of(xxh3) == XXH3_SCHEME
+    assert blake.partition(":")[2] != xxh3.partition(":")[2]
+    assert _digest(_batch()) == xxh3
+    assert scheme_of(None) is None and scheme_of("0123abcd") is None
+    assert computable(BLAKE2B_SCHEME) and computable(XXH3_SCHEME)
+    assert not computable("rowsum9") and not computable(None)
+    with pytest.raises(ValueError, match="rowsum9"):
+        RowDigest(ALL, "rowsum9")
 
 
 SUM_CASES = [
@@ -159,10 +192,38 @@ SUM_CASES = [
 ]
 
 
+def _xxh3_reference(arrays: list[pa.Array]) -> int:
+    """The XXH3 scheme with xxHash's own Python binding, row by row: the rows' encoding as in
+    sum_rows_python, each hashed with XXH3-128 (seed 0), summed modulo 2^128."""
+    total = 0
+    for row in zip(*(a.to_pylist() for a in arrays), strict=True):
+        encoded = b""
+        for value in row:
+            if value is None:
+                encoded += b"\x00"
+            elif isinstance(value, int):
+                encoded += b"\x02" + value.to_bytes(8, "little", signed=True)
+            else:
+                encoded += b"\x01" + len(value).to_bytes(8, "little") + bytes(value)
+        total += xxhash.xxh3_128_intdigest(encoded)
+    return total % (1 << 128)
+
+
 @pytest.mark.parametrize(("what", "arrays"), SUM_CASES, ids=[c[0] for c in SUM_CASES])
 def test_the_c_sums_are_the_python_ones(what: str, arrays: list[pa.Array]) -> None:
     assert native_available(), "the C extension _row_digest is not built"
-    assert sum_rows(arrays) == sum_rows_python(arrays), what
+    assert sum_rows(arrays, BLAKE2B_SCHEME) == sum_rows_python(arrays), what
+    assert sum_rows(arrays, XXH3_SCHEME) == _xxh3_reference(arrays), what
+
+
+def test_the_xxh3_scheme_gathers_rows_longer_than_its_first_buffer() -> None:
+    """The C code gathers a row's encoding in a buffer of 4 KiB that grows: rows of 1 MiB, and
+    a short row after them, hash as xxHash hashes them."""
+    arrays = [
+        pa.array([b"k" * 5000, None, b"a"], pa.binary()),
+        pa.array([b"v" * (1 << 20), b"w" * 4087, b""], pa.large_binary()),
+    ]
+    assert sum_rows(arrays, XXH3_SCHEME) == _xxh3_reference(arrays)
 
 
 def test_sum_rows_python_is_blake2b_of_the_encoding() -> None:
@@ -176,4 +237,7 @@ def test_sum_rows_python_is_blake2b_of_the_encoding() -> None:
     ).digest()
     arrays = [pa.array([b"ab"]), pa.array([None], pa.binary()), pa.array([-1], pa.int64())]
     assert sum_rows_python(arrays) == int.from_bytes(expected, "little")
-    assert sum_rows(arrays) == int.from_bytes(expected, "little")
+    assert sum_rows(arrays, BLAKE2B_SCHEME) == int.from_bytes(expected, "little")
+    encoded = b"\x01" + (2).to_bytes(8, "little") + b"ab" + b"\x00"
+    encoded += b"\x02" + (-1).to_bytes(8, "little", signed=True)
+    assert sum_rows(arrays, XXH3_SCHEME) == xxhash.xxh3_128_intdigest(encoded)
