@@ -12,6 +12,8 @@ to a broker by its id; it spaces such connections by half of ``reconnect.backoff
 - a new producer's first acknowledged record (a write task's new producer), also without
   idempotence: an idempotent producer first asks for a producer id, and librdkafka retries
   that on a fixed 500 ms timer when no broker connection is up yet;
+- a new transactional producer's ``init_transactions``, one record and its commit (what every
+  exactly-once write task does first, with its own new producer);
 - a small batch query end to end (``count`` of ``--records`` records in 4 partitions), for
   ``format("kafka_direct")`` both ways and, with ``kafka`` in ``--formats`` (the default),
   Spark's ``format("kafka")`` beside it, on the PySpark its connector was built for.
@@ -78,6 +80,16 @@ def _produce_first(config: dict[str, str], topic: str) -> None:
         raise SystemExit("a record was not acknowledged within 30 s")
 
 
+def _transaction_first(config: dict[str, str], topic: str) -> None:
+    """What every exactly-once write task does first: a new transactional producer (the id the
+    task's partition always has), ``init_transactions``, one record, the commit."""
+    producer = Producer({**config, "transactional.id": "first-contact-0"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, b"x", partition=1)
+    producer.commit_transaction(30)
+
+
 def _ms(fn: Callable[[], object]) -> float:
     t0 = time.perf_counter()
     fn()
@@ -131,6 +143,9 @@ def main() -> None:
                 "admin": lambda: _admin(config(admin_config(user))),
                 "consumer": lambda: _consume_first(config(consumer), topic),
                 "producer": lambda: _produce_first(config(producer_config(user)), topic),
+                "transactional": lambda: _transaction_first(
+                    config(producer_config(user, exactly_once=True)), topic
+                ),
             }
 
         ours = clients(lambda c: c)
@@ -139,6 +154,7 @@ def main() -> None:
             ("admin", "a new admin client's first metadata answer"),
             ("consumer", "a new consumer's first record"),
             ("producer", "a new producer's first acknowledged record"),
+            ("transactional", "a new transactional producer's init_transactions, first commit"),
         ]:
             cases = {
                 "librdkafka's default (reconnect.backoff.ms=100)": theirs[kind],
