@@ -80,10 +80,13 @@ def _produce_first(config: dict[str, str], topic: str) -> None:
         raise SystemExit("a record was not acknowledged within 30 s")
 
 
-def _transaction_first(config: dict[str, str], topic: str) -> None:
+def _transaction_first(config: dict[str, str], topic: str, metadata_first: bool = False) -> None:
     """What every exactly-once write task does first: a new transactional producer (the id the
-    task's partition always has), ``init_transactions``, one record, the commit."""
+    task's partition always has), ``init_transactions``, one record, the commit. The sink's
+    tasks ask for a topic's metadata first (``metadata_first``, TransactionalProducer)."""
     producer = Producer({**config, "transactional.id": "first-contact-0"})
+    if metadata_first:
+        producer.list_topics(topic, 30)
     producer.init_transactions(30)
     producer.begin_transaction()
     producer.produce(topic, b"x", partition=1)
@@ -160,6 +163,10 @@ def main() -> None:
                 "librdkafka's default (reconnect.backoff.ms=100)": theirs[kind],
                 "kafka_direct's (reconnect.backoff.ms=20)": ours[kind],
             }
+            if kind == "transactional":
+                cases["kafka_direct's, metadata first (the sink's tasks)"] = functools.partial(
+                    _transaction_first, producer_config(user, exactly_once=True), topic, True
+                )
             if kind == "producer":
                 # What the idempotent producer's wait for its producer id costs (below).
                 cases["kafka_direct's, enable.idempotence=false"] = functools.partial(

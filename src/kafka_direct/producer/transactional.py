@@ -103,7 +103,19 @@ class TransactionalProducer(PythonBatchProducer):
             access = access or self._latch.access
             raise _txn_error(exc, what, self.transactional_id, access) from None
 
-    def init_transactions(self, timeout_s: float) -> None:
+    def init_transactions(self, timeout_s: float, topic: str | None = None) -> None:
+        """``init_transactions``, after a metadata answer for ``topic`` when given.
+
+        Why the metadata first: a new producer learns the brokers from its bootstrap connection
+        and then drops that connection. ``init_transactions`` asks for the transaction
+        coordinator at once, and librdkafka 2.16 sends that request on the bootstrap connection
+        if it is still up; when the connection is dropped under the request, librdkafka asks
+        again only on its coordinator timer, 500 ms later. Most of a small task's time was that
+        wait (benchmarks/first_contact.py). Once the metadata answer is in, the bootstrap
+        connection is gone, and the request waits only for a connection to a real broker.
+        """
+        if topic is not None:
+            self._txn("reading metadata", self._producer.list_topics, topic, timeout_s)
         self._txn("initialising", self._producer.init_transactions, timeout_s)
 
     def begin_transaction(self) -> None:
@@ -263,7 +275,8 @@ def write_transaction(
     consumer = _consumer(settings, txn_id, events)
     records = count = 0
     try:
-        producer.init_transactions(timeout_s)
+        # The marker topic exists (the driver checked), so its metadata creates nothing.
+        producer.init_transactions(timeout_s, txn.marker_topic)
         marker = read_marker(consumer, txn.marker_topic, txn_id, timeout_s)
         digest: RowDigest | RowCount
         if decide(marker, task, txn_id) is Decision.SKIP:
