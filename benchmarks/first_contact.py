@@ -85,7 +85,8 @@ def _transaction_first(config: dict[str, str], topic: str, metadata_first: bool 
     task's partition always has), ``init_transactions``, one record, the commit. The sink's
     tasks ask for a topic's metadata first (``metadata_first``, TransactionalProducer)."""
     producer = Producer({**config, "transactional.id": "first-contact-0"})
-    if metadata_first:
+    if metadata_first:  # twice, as TransactionalProducer.init_transactions does
+        producer.list_topics(topic, 30)
         producer.list_topics(topic, 30)
     producer.init_transactions(30)
     producer.begin_transaction()

@@ -111,11 +111,14 @@ class TransactionalProducer(PythonBatchProducer):
         coordinator at once, and librdkafka 2.16 sends that request on the bootstrap connection
         if it is still up; when the connection is dropped under the request, librdkafka asks
         again only on its coordinator timer, 500 ms later. Most of a small task's time was that
-        wait (benchmarks/first_contact.py). Once the metadata answer is in, the bootstrap
-        connection is gone, and the request waits only for a connection to a real broker.
+        wait (benchmarks/first_contact.py). Once a metadata answer is in, the bootstrap
+        connection is gone; the first answer may come from it, before any connection to a broker
+        by its id is up (the request then finds none and waits for the timer too). The second
+        request goes to a broker by its id, so once it is answered that connection is up.
         """
         if topic is not None:
-            self._txn("reading metadata", self._producer.list_topics, topic, timeout_s)
+            for _ in range(2):
+                self._txn("reading metadata", self._producer.list_topics, topic, timeout_s)
         self._txn("initialising", self._producer.init_transactions, timeout_s)
 
     def begin_transaction(self) -> None:

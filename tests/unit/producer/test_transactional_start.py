@@ -23,9 +23,11 @@ class _Recorder:
 def test_a_task_reads_metadata_before_it_asks_for_its_transaction_coordinator() -> None:
     """librdkafka asks for the coordinator on the bootstrap connection if it is still up, and
     when that connection is dropped under the request it asks again only 500 ms later: a task's
-    producer first waits for a metadata answer (on the marker topic, which exists)."""
+    producer first waits for two metadata answers (on the marker topic, which exists): the
+    first may come from the bootstrap connection, the second from a broker by its id."""
     producer = TransactionalProducer.__new__(TransactionalProducer)
     recorder = _Recorder()
     producer._producer = recorder  # type: ignore[assignment]
     producer.init_transactions(30.0, "markers")
-    assert recorder.calls == [("list_topics", ("markers", 30.0)), ("init_transactions", (30.0,))]
+    metadata = ("list_topics", ("markers", 30.0))
+    assert recorder.calls == [metadata, metadata, ("init_transactions", (30.0,))]
