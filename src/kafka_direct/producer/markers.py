@@ -35,6 +35,7 @@ from urllib.parse import urlparse
 
 from kafka_direct.config.kafka import KafkaConfig
 from kafka_direct.errors import ConfigurationError, KafkaDirectError
+from kafka_direct.producer.digest import scheme_of
 
 __all__ = [
     "MARKER_VERSION",
@@ -181,9 +182,8 @@ def decide(marker: Marker | None, task: TaskIdentity, txn_id: str) -> Decision:
 def _comparable(committed: str | None, replayed: str | None) -> bool:
     """Both digests exist and are of one scheme (``scheme:hex``). A marker from before digests,
     or from an order-sensitive digest without a scheme, is checked by its count only."""
-    if committed is None or replayed is None:
-        return False
-    return ":" in committed and committed.split(":", 1)[0] == replayed.split(":", 1)[0]
+    scheme = scheme_of(committed)
+    return scheme is not None and scheme == scheme_of(replayed)
 
 
 def check_replay(

@@ -201,91 +201,70 @@ static inline int is_null(const column *c, Py_ssize_t i) {
     return c->has_validity && !((((const uint8_t *)c->validity.buf)[i >> 3] >> (i & 7)) & 1);
 }
 
-/* Scheme 1: each row's BLAKE2b-128, summed. 0, or 1 for offsets out of bounds. */
-static int sum_blake2b(const column *cols, Py_ssize_t n, Py_ssize_t rows, uint64_t *lo,
-                       uint64_t *hi) {
-    b2 s;
-    uint8_t head[9];
-    for (Py_ssize_t r = 0; r < rows; r++) {
-        b2_init(&s);
-        for (Py_ssize_t k = 0; k < n; k++) {
-            const column *c = &cols[k];
-            Py_ssize_t i = c->offset + r;
-            if (is_null(c, i)) {
-                head[0] = 0;
-                b2_update(&s, head, 1);
-            } else if (c->kind == 'i') {
-                head[0] = 2;
-                int64_t value;
-                memcpy(&value, (const uint8_t *)c->data.buf + 8 * i, 8); /* Arrow: host order */
-                store64(head + 1, (uint64_t)value);
-                b2_update(&s, head, 9);
-            } else {
-                int64_t start, end;
-                if (bounds(c, i, &start, &end) < 0) return 1;
-                head[0] = 1;
-                store64(head + 1, (uint64_t)(end - start));
-                b2_update(&s, head, 9);
-                if (end > start) b2_update(&s, (const uint8_t *)c->data.buf + start, (size_t)(end - start));
-            }
+/* Row r's encoding (above), gathered into *buf (grown as needed, *cap its size); its length in
+ * *fill. 0, 1 for offsets out of bounds, 2 when out of memory. */
+static int encode_row(const column *cols, Py_ssize_t n, Py_ssize_t r, uint8_t **buf, size_t *cap,
+                      size_t *fill) {
+    *fill = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        const column *c = &cols[k];
+        Py_ssize_t i = c->offset + r;
+        int64_t start = 0, end = 0;
+        int null = is_null(c, i);
+        if (!null && c->kind != 'i' && bounds(c, i, &start, &end) < 0) return 1;
+        size_t need = *fill + 9 + (size_t)(end - start);
+        if (need > *cap) {
+            size_t grown_cap = *cap;
+            while (grown_cap < need) grown_cap *= 2;
+            uint8_t *grown = realloc(*buf, grown_cap);
+            if (grown == NULL) return 2;
+            *buf = grown;
+            *cap = grown_cap;
         }
-        b2_final_add(&s, lo, hi);
+        uint8_t *out = *buf + *fill;
+        if (null) {
+            out[0] = 0;
+            *fill += 1;
+        } else if (c->kind == 'i') {
+            int64_t value;
+            memcpy(&value, (const uint8_t *)c->data.buf + 8 * i, 8); /* Arrow: host order */
+            out[0] = 2;
+            store64(out + 1, (uint64_t)value);
+            *fill += 9;
+        } else {
+            out[0] = 1;
+            store64(out + 1, (uint64_t)(end - start));
+            if (end > start) memcpy(out + 9, (const uint8_t *)c->data.buf + start, (size_t)(end - start));
+            *fill += 9 + (size_t)(end - start);
+        }
     }
     return 0;
 }
 
-/* Scheme 2: each row's XXH3-128, summed. The row's encoding is gathered into one buffer and
- * hashed in one call (XXH3's one-shot path is its fastest on short inputs, and gives the
- * streaming API's result). 0, 1 for offsets out of bounds, 2 when out of memory. */
-static int sum_xxh3(const column *cols, Py_ssize_t n, Py_ssize_t rows, uint64_t *lo,
-                    uint64_t *hi) {
+/* Each row's hash of `scheme` (1: BLAKE2b-128, 2: XXH3-128, in one call: its one-shot path is
+ * its fastest on short inputs and gives the streaming API's result), summed into (lo, hi). 0, 1
+ * for offsets out of bounds, 2 when out of memory. */
+static int sum_hashes(const column *cols, Py_ssize_t n, Py_ssize_t rows, int scheme, uint64_t *lo,
+                      uint64_t *hi) {
     size_t cap = 4096, fill;
     uint8_t *buf = malloc(cap);
     if (buf == NULL) return 2;
+    int bad = 0;
     for (Py_ssize_t r = 0; r < rows; r++) {
-        fill = 0;
-        for (Py_ssize_t k = 0; k < n; k++) {
-            const column *c = &cols[k];
-            Py_ssize_t i = c->offset + r;
-            int64_t start = 0, end = 0;
-            int null = is_null(c, i);
-            if (!null && c->kind != 'i' && bounds(c, i, &start, &end) < 0) {
-                free(buf);
-                return 1;
-            }
-            size_t need = fill + 9 + (size_t)(end - start);
-            if (need > cap) {
-                while (cap < need) cap *= 2;
-                uint8_t *grown = realloc(buf, cap);
-                if (grown == NULL) {
-                    free(buf);
-                    return 2;
-                }
-                buf = grown;
-            }
-            if (null) {
-                buf[fill++] = 0;
-            } else if (c->kind == 'i') {
-                int64_t value;
-                memcpy(&value, (const uint8_t *)c->data.buf + 8 * i, 8); /* Arrow: host order */
-                buf[fill] = 2;
-                store64(buf + fill + 1, (uint64_t)value);
-                fill += 9;
-            } else {
-                buf[fill] = 1;
-                store64(buf + fill + 1, (uint64_t)(end - start));
-                fill += 9;
-                if (end > start) {
-                    memcpy(buf + fill, (const uint8_t *)c->data.buf + start, (size_t)(end - start));
-                    fill += (size_t)(end - start);
-                }
-            }
+        bad = encode_row(cols, n, r, &buf, &cap, &fill);
+        if (bad) break;
+        if (scheme == 1) {
+            b2 s;
+            b2_init(&s);
+            b2_update(&s, buf, fill);
+            b2_final_add(&s, lo, hi);
+        } else {
+            XXH128_hash_t h = XXH3_128bits(buf, fill);
+            add128(lo, hi, h.low64, h.high64);
         }
-        XXH128_hash_t h = XXH3_128bits(buf, fill);
-        add128(lo, hi, h.low64, h.high64);
     }
     free(buf);
-    return 0;
+    return bad;
 }
 
 /* sum_rows(rows, columns[, scheme]) -> (lo, hi): columns is a sequence of (kind, validity,
@@ -336,10 +315,7 @@ static PyObject *sum_rows(PyObject *self, PyObject *args) {
     uint64_t lo = 0, hi = 0;
     int bad = 0;
     Py_BEGIN_ALLOW_THREADS;
-    if (scheme == 1)
-        bad = sum_blake2b(cols, n, rows, &lo, &hi);
-    else
-        bad = sum_xxh3(cols, n, rows, &lo, &hi);
+    bad = sum_hashes(cols, n, rows, scheme, &lo, &hi);
     Py_END_ALLOW_THREADS;
     release(cols, n);
     PyMem_Free(cols);
