@@ -3,7 +3,9 @@ process (the Spark driver).
 
 It points Spark's Python workers at this interpreter (where kafka_direct is installed): by
 default PySpark starts ``python3`` from ``PATH``, which in a virtualenv that is not activated
-cannot import the data source.
+cannot import the data source. When the workers run this interpreter, their daemon is
+kafka_direct's (:mod:`kafka_direct.executor.daemon`), which imports what a task needs once, before
+it forks each worker.
 """
 
 from __future__ import annotations
@@ -13,7 +15,21 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["local_spark"]
+__all__ = ["DAEMON_MODULE", "local_spark", "worker_daemon_conf"]
+
+DAEMON_MODULE = "kafka_direct.executor.daemon"
+
+
+def worker_daemon_conf() -> dict[str, str]:
+    """``spark.python.daemon.module`` for kafka_direct's daemon, when the Python workers run this
+    interpreter (``PYSPARK_PYTHON``), where kafka_direct is installed; else nothing, and Spark's
+    own daemon says what is missing in the other interpreter."""
+    workers = os.environ.get("PYSPARK_PYTHON", sys.executable)
+    try:
+        same = os.path.samefile(workers, sys.executable)
+    except OSError:
+        same = False
+    return {"spark.python.daemon.module": DAEMON_MODULE} if same else {}
 
 
 def local_spark(
@@ -36,7 +52,7 @@ def local_spark(
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")
     )
-    for key, value in (conf or {}).items():
+    for key, value in {**worker_daemon_conf(), **(conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
