@@ -81,6 +81,9 @@ print(f"[oracle] read path: {consumer.status()}; write path: {producer.status()}
 EOF
 say "PySpark $pinned with Spark's Kafka connector $pinned, in $OVENV (not $installed as in" \
   "$VENV): $why."
+# This PySpark's own class archive for the suite's Spark drivers (scripts/test.sh makes .venv's).
+"$OVENV/bin/python" -m kafka_direct.testing.jvm_archive >&2 \
+  || say "WARNING: no Spark driver class archive (above); the drivers start without one"
 if [ -n "$prepare" ]; then exit 0; fi
 export PATH="$OVENV/bin:$PATH" VIRTUAL_ENV="$OVENV"
 export PYSPARK_PYTHON="$OVENV/bin/python" PYSPARK_DRIVER_PYTHON="$OVENV/bin/python"

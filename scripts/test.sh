@@ -7,11 +7,23 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 KAFKA_DIRECT_SETUP_STRICT=1 . "$ROOT/scripts/setup.sh"
 cd "$ROOT"
+# A class-data-sharing archive of a Spark driver's classes, which every driver the suite starts
+# then maps instead of parsing PySpark's jars again (kafka_direct.testing.jvm_archive; made once
+# per JVM and PySpark into ~/.cache/kafka_direct/cds, meanwhile the linters run).
+archive_log="$(mktemp)"
+python -m kafka_direct.testing.jvm_archive > "$archive_log" 2>&1 &
+archive=$!
 ruff check .
 mypy
 bash scripts/docs.sh build
 # The database servers of the store tests (installed from Debian's packages when absent).
 bash "$ROOT/scripts/services.sh"
+archive_status=0
+wait "$archive" || archive_status=$?
+cat "$archive_log"
+if [ "$archive_status" -ne 0 ]; then
+  echo "[test] WARNING: no Spark driver class archive (above); the drivers start without one"
+fi
 # Apache Kafka's jars: fetched once into ~/.cache/kafka_direct/jars (Ivy from PySpark), so the
 # pytest workers do not race to fetch them; a no-op once cached.
 if [ -z "${KAFKA_BOOTSTRAP_SERVERS:-}" ] && [ "${KAFKA_DIRECT_TEST_BROKER:-kafka}" = "kafka" ]; then

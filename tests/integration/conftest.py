@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from kafka_direct.testing.broker import EmbeddedBroker
+from kafka_direct.testing.jvm_archive import DRIVER_OPTIONS, with_archive
 from kafka_direct.testing.kafka_cluster import KafkaCluster, default_kafka_version
 from tests.integration.kafka_helpers import broker_kind, create_topic, new_topic_name
 
@@ -31,9 +32,11 @@ from tests.integration.kafka_helpers import broker_kind, create_topic, new_topic
 # streams idle for minutes in all, and at 10 ms an idle stream's trigger loop is most of its CPU
 # (benchmarks/idle_stream_cpu.py, figures in docs/testing.md); a record arriving waits at most
 # 90 ms more, which no test measures.
+# The drivers also map the classes an earlier driver loaded from a class-data-sharing archive,
+# when scripts/test.sh made one for this JVM and PySpark (kafka_direct.testing.jvm_archive).
 os.environ.setdefault(
     "SPARK_SUBMIT_OPTS",
-    "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Dspark.sql.streaming.pollingDelay=100ms",
+    with_archive(f"{DRIVER_OPTIONS} -Dspark.sql.streaming.pollingDelay=100ms"),
 )
 
 
