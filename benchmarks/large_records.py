@@ -15,7 +15,7 @@ throughput cost of the byte budget on small records). Each query is
 produced (count, bytes and content). Each query's Spark first runs it over a small topic
 (untimed), which starts its Python workers. While the timed query runs, a sampler reads
 ``/proc`` every 50 ms: the summed RSS of the query's Python workers (the children of
-``pyspark.daemon``), the largest one, and the RSS of the Spark JVM. It prints, per data set and
+Spark's Python daemon), the largest one, and the RSS of the Spark JVM. It prints, per data set and
 format: the result, seconds, records/s, the peaks, and what the largest worker grew by over its
 size after the small query (the read's own memory, to compare with ``taskMemoryBudget``).
 Records/s is also given as a ratio to a raw librdkafka consumer reading the same topic (one

@@ -34,7 +34,7 @@ _KINDS = [
         ("deploy.master.Master", "deploy.worker.Worker", "CoarseGrainedExecutorBackend"),
     ),
     ("Spark drivers (JVM)", ("deploy.SparkSubmit", "spark-submit", "spark-class")),
-    ("Spark's Python workers and daemons", ("pyspark.daemon",)),
+    ("Spark's Python workers and daemons", ("pyspark.daemon", "kafka_direct.executor.daemon")),
     (
         "Spark's Python stream runners",
         ("python_streaming_source_runner", "python_streaming_sink_runner"),

@@ -31,8 +31,18 @@ def _children() -> dict[int, list[int]]:
     return kids
 
 
+#: The modules Spark's Python daemons run: Spark's own, and kafka_direct's for the task workers
+#: (``spark.python.daemon.module``, which ``local_spark`` sets).
+DAEMON_MODULES = (b"pyspark.daemon", b"kafka_direct.executor.daemon")
+
+
+def _is_daemon(cmd: bytes) -> bool:
+    args = cmd.split(b"\0")
+    return any(args[i] == b"-m" and args[i + 1] in DAEMON_MODULES for i in range(len(args) - 1))
+
+
 def python_worker_pids() -> list[int]:
-    """Spark's Python workers under this driver: the children of its ``pyspark.daemon``."""
+    """Spark's Python workers under this driver: the children of its Python daemons."""
     kids = _children()
     stack, daemons = [os.getpid()], []
     while stack:
@@ -40,10 +50,7 @@ def python_worker_pids() -> list[int]:
         for child in kids.get(pid, []):
             with contextlib.suppress(OSError):
                 cmd = Path(f"/proc/{child}/cmdline").read_bytes()
-                if (
-                    b"pyspark.daemon" in cmd
-                    and b"pyspark.daemon" not in Path(f"/proc/{pid}/cmdline").read_bytes()
-                ):
+                if _is_daemon(cmd) and not _is_daemon(Path(f"/proc/{pid}/cmdline").read_bytes()):
                     daemons.append(child)
                     continue
             stack.append(child)
