@@ -7,8 +7,11 @@ towards the sink and then stalls upstream of it, so Spark starts a speculative c
 the other worker, whose executor is on another host (127.0.0.2): Spark never speculates on the
 host of the attempt it copies. The rows are large because a Python worker's output is buffered
 (64 KB) until it is full: 240 KB push most of them through to the sink, which writes them into
-the attempt's open transaction. Every attempt leaves a file named
-``<partition>-<attempt>-<SPARK_LOCAL_IP>`` in ATTEMPTS_DIR.
+the attempt's open transaction. The copy hands over no row until the first attempt's rows are
+in Kafka (read uncommitted): its sink's transaction, which fences the first attempt's, then
+starts after them by construction, not because the copy happened to start late enough (under a
+loaded machine the first attempt's rows once arrived after the copy had committed). Every attempt
+leaves a file named ``<partition>-<attempt>-<SPARK_LOCAL_IP>`` in ATTEMPTS_DIR.
 
 Run as: python speculation_driver.py MASTER_URL BOOTSTRAP TOPIC ATTEMPTS_DIR GUARANTEE
 It prints ``WRITTEN`` once the write returned.
@@ -25,11 +28,40 @@ from kafka_direct.testing.standalone import standalone_session
 ROWS, TASKS, BATCH, BEFORE_STALL = 200, 4, 10, 3
 #: How long the first attempt stalls: far longer than the write takes with a speculative copy.
 STALL_S = 90.0
+#: How long the copy waits for the first attempt's rows to be in Kafka.
+WAIT_FOR_FIRST_S = 120.0
 
 
 def value(i: int) -> bytes:
     """Row ``i``'s value: 8 KB, its number first."""
     return f"row-{i:05d}-".encode().ljust(8192, b".")
+
+
+def wait_for_rows(bootstrap: str, topic: str) -> None:
+    """Until a record of ``topic`` is readable uncommitted (the first attempt's open
+    transaction); runs in the copy's Python worker."""
+    import time
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"watch-{topic}",
+            "isolation.level": "read_uncommitted",
+            "enable.auto.commit": "false",
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        deadline = time.monotonic() + WAIT_FOR_FIRST_S
+        while time.monotonic() < deadline:
+            message = consumer.poll(1.0)
+            if message is not None and message.error() is None:
+                return
+        raise RuntimeError(f"the first attempt's rows were not in Kafka in {WAIT_FOR_FIRST_S} s")
+    finally:
+        consumer.close()
 
 
 def main(master_url: str, bootstrap: str, topic: str, attempts_dir: str, guarantee: str) -> None:
@@ -41,7 +73,7 @@ def main(master_url: str, bootstrap: str, topic: str, attempts_dir: str, guarant
             "spark.speculation.interval": "200ms",
             "spark.speculation.multiplier": "1.5",
             "spark.speculation.quantile": "0.5",
-            # Time for the first attempt's rows to reach Kafka before its copy starts.
+            # The copy starts after this; it then waits for the first attempt's rows (above).
             "spark.speculation.minTaskRuntime": "5s",
             # Speculate by run time alone (Spark 3.4+ also weighs each task's processing rate).
             "spark.speculation.efficiency.enabled": "false",
@@ -63,6 +95,11 @@ def main(master_url: str, bootstrap: str, topic: str, attempts_dir: str, guarant
         part, attempt = ctx.partitionId(), ctx.attemptNumber()
         host = os.environ.get("SPARK_LOCAL_IP", "?")
         Path(attempts_dir, f"{part}-{attempt}-{host}").touch()
+        if part == 0 and attempt > 0:
+            began = time.monotonic()
+            wait_for_rows(bootstrap, topic)
+            # For the test's message: how long the first attempt's rows took to show.
+            Path(attempts_dir, f"copy-waited-{time.monotonic() - began:.1f}s").touch()
         for n, batch in enumerate(batches, 1):
             yield pa.RecordBatch.from_pydict(
                 {"value": [value(i) for i in batch.column("id").to_pylist()]}

@@ -78,6 +78,6 @@ def test_a_speculative_copy_and_its_original_commit_once(
     # wrote, and only one copy's rows count.
     everything = read_values(kafka_bootstrap, topic, "read_uncommitted")
     aborted = collections.Counter(everything) - counts
-    assert aborted, "the first attempt wrote nothing before its copy: nothing was proven"
+    assert aborted, f"the first attempt wrote nothing before its copy: nothing was proven ({seen})"
     assert set(aborted) <= {value(i) for i in range(50)}, "aborted rows of another task"
     print(f"{sum(aborted.values())} row(s) of the fenced first attempt, aborted")
