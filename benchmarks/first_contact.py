@@ -14,6 +14,8 @@ to a broker by its id; it spaces such connections by half of ``reconnect.backoff
   that on a fixed 500 ms timer when no broker connection is up yet;
 - a new transactional producer's ``init_transactions``, one record and its commit (what every
   exactly-once write task does first, with its own new producer);
+- a new marker reader's committed offset (what every exactly-once write task reads beside it:
+  a consumer in the group named after its transactional id, never pooled);
 - a small batch query end to end (``count`` of ``--records`` records in 4 partitions), for
   ``format("kafka_direct")`` both ways and, with ``kafka`` in ``--formats`` (the default),
   Spark's ``format("kafka")`` beside it, on the PySpark its connector was built for.
@@ -41,7 +43,13 @@ from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 from kafka_direct_bench.common import loadavg
 from kafka_direct_bench.oracle_python import add_formats_option, chosen_formats, versions
 
-from kafka_direct.config.clients import admin_config, executor_consumer_config, producer_config
+from kafka_direct.config.clients import (
+    admin_config,
+    connection_config,
+    executor_consumer_config,
+    marker_consumer_config,
+    producer_config,
+)
 from kafka_direct.testing import KafkaCluster
 from kafka_direct.testing.local import local_spark
 from kafka_direct.testing.spark_connector import (
@@ -92,6 +100,18 @@ def _transaction_first(config: dict[str, str], topic: str, metadata_first: bool 
     producer.begin_transaction()
     producer.produce(topic, b"x", partition=1)
     producer.commit_transaction(30)
+
+
+def _marker_first(config: dict[str, str], topic: str) -> None:
+    """What every exactly-once write task reads beside its producer: a new consumer in the group
+    named after the task's transactional id, and its committed offset on partition 0."""
+    consumer = Consumer(marker_consumer_config(config, "first-contact-0"))
+    try:
+        (committed,) = consumer.committed([TopicPartition(topic, 0)], 30)
+        if committed.error is not None:
+            raise SystemExit(f"no committed offset: {committed.error}")
+    finally:
+        consumer.close()
 
 
 def _ms(fn: Callable[[], object]) -> float:
@@ -150,6 +170,7 @@ def main() -> None:
                 "transactional": lambda: _transaction_first(
                     config(producer_config(user, exactly_once=True)), topic
                 ),
+                "marker": lambda: _marker_first(config(connection_config(user)), topic),
             }
 
         ours = clients(lambda c: c)
@@ -159,6 +180,7 @@ def main() -> None:
             ("consumer", "a new consumer's first record"),
             ("producer", "a new producer's first acknowledged record"),
             ("transactional", "a new transactional producer's init_transactions, first commit"),
+            ("marker", "a new marker reader's committed offset"),
         ]:
             cases = {
                 "librdkafka's default (reconnect.backoff.ms=100)": theirs[kind],
