@@ -38,7 +38,6 @@ from pathlib import Path
 from typing import Any
 
 from kafka_direct.errors import EmbeddedBrokerError
-from kafka_direct.testing.local import worker_daemon_conf
 
 __all__ = ["StandaloneCluster", "standalone_session", "wait_for_executors"]
 
@@ -105,7 +104,7 @@ def standalone_session(
         .config("spark.driver.extraJavaOptions", _FAST_START_JVM)
         .config("spark.executor.extraJavaOptions", _FAST_START_JVM)
     )
-    for key, value in {**worker_daemon_conf(), **(conf or {})}.items():
+    for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
