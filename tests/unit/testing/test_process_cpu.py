@@ -14,20 +14,36 @@ from kafka_direct.testing.process_cpu import tree_cpu
 BURN = "import time\nend = time.process_time() + 0.5\nwhile time.process_time() < end: pass\n"
 
 
+#: Run as a fresh process, so that its tree holds only the child it starts: a pytest worker's own
+#: tree also holds the processes earlier tests left (a Spark JVM's Python workers, which Spark's
+#: daemon reaps with SIGCHLD ignored), and when one of those exits its CPU leaves the tree; the
+#: check once saw the tree 0.23 CPU-seconds lighter with a burning child in it.
+LIVE_THEN_REAPED = f"""
+import os, subprocess, sys, time
+from kafka_direct.testing.process_cpu import tree_cpu
+before = tree_cpu(os.getpid())
+child = subprocess.Popen([sys.executable, "-c", {BURN + "time.sleep(30)"!r}])
+try:
+    deadline = time.monotonic() + 20
+    while tree_cpu(child.pid) < 0.5 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    live = tree_cpu(os.getpid()) - before
+    assert live >= 0.5, ("live", live)  # the child, alive, below this process
+finally:
+    child.kill()
+    child.wait()
+reaped = tree_cpu(os.getpid()) - before
+assert reaped >= 0.5, ("reaped", reaped)  # reaped: in this process's children's time
+assert tree_cpu(child.pid) == 0.0  # a process that is gone has no tree
+print("ok", live, reaped)
+"""
+
+
 def test_a_live_child_and_then_a_reaped_one_are_counted() -> None:
-    before = tree_cpu(os.getpid())
-    child = subprocess.Popen([sys.executable, "-c", BURN + "time.sleep(30)"])
-    try:
-        deadline = time.monotonic() + 20
-        while tree_cpu(child.pid) < 0.5 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        live = tree_cpu(os.getpid()) - before
-        assert live >= 0.5, live  # the child, alive, below this process
-    finally:
-        child.kill()
-        child.wait()
-    assert tree_cpu(os.getpid()) - before >= 0.5  # reaped: in this process's children's time
-    assert tree_cpu(child.pid) == 0.0  # a process that is gone has no tree
+    done = subprocess.run(
+        [sys.executable, "-c", LIVE_THEN_REAPED], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0 and done.stdout.startswith("ok"), done.stdout + done.stderr
 
 
 #: A process that starts a child which burns CPU and stays alive, and waits for it.
