@@ -147,7 +147,7 @@ class StandaloneCluster:
         daemon_memory: str = "256m",
         host: str = "127.0.0.1",
         worker_hosts: Sequence[str] | None = None,
-        startup_timeout_s: float = 60.0,
+        startup_timeout_s: float = 180.0,
     ) -> None:
         if workers < 1:
             raise ValueError(f"A standalone cluster needs at least one worker, got {workers}.")
@@ -209,7 +209,11 @@ class StandaloneCluster:
                 )
                 for i in range(self.workers)
             ]
-            self._wait(lambda s: self._alive(s) == self.workers, f"{self.workers} workers")
+            self._wait(
+                lambda s: self._alive(s) == self.workers,
+                f"{self.workers} workers",
+                [f"worker-{i}" for i in range(self.workers)],
+            )
         except BaseException:
             self.stop()
             raise
@@ -314,7 +318,10 @@ class StandaloneCluster:
         """How many workers the master counts as alive."""
         return self._alive(self.status())
 
-    def _wait(self, ready: Any, what: str) -> None:
+    def _wait(self, ready: Any, what: str, logs: Sequence[str] = ("master",)) -> None:
+        """Poll the master until ``ready``; a daemon that exits fails at once. Only a slow start
+        (JVMs on a machine whose cores other tests keep busy) runs into
+        ``startup_timeout_s``; its error shows the tails of ``logs``."""
         deadline = time.monotonic() + self.startup_timeout_s
         while time.monotonic() < deadline:
             for proc, name in self._daemons(live_only=True):
@@ -324,9 +331,7 @@ class StandaloneCluster:
                 if ready(self.status()):
                     return
             time.sleep(_POLL_INTERVAL_S)
-        raise self._error(
-            f"Timed out after {self.startup_timeout_s:g} s waiting for {what}", "master"
-        )
+        raise self._error(f"Timed out after {self.startup_timeout_s:g} s waiting for {what}", *logs)
 
     def _daemons(self, live_only: bool = False) -> list[tuple[subprocess.Popen[bytes], str]]:
         """The master and the workers; with ``live_only``, not those kill_worker() killed."""
@@ -337,11 +342,12 @@ class StandaloneCluster:
             if not (live_only and i in self._killed)
         ]
 
-    def _error(self, what: str, name: str) -> EmbeddedBrokerError:
-        return EmbeddedBrokerError(
-            f"{what} (cluster spark://{self.host}:{self.port}). "
-            f"Last lines of {name}.log:\n{self.log_tail(name)}"
+    def _error(self, what: str, *names: str) -> EmbeddedBrokerError:
+        lines = 20 if len(names) == 1 else 8
+        tails = "\n".join(
+            f"Last lines of {name}.log:\n{self.log_tail(name, lines)}" for name in names
         )
+        return EmbeddedBrokerError(f"{what} (cluster spark://{self.host}:{self.port}). {tails}")
 
     def log_tail(self, name: str = "master", lines: int = 20) -> str:
         """The last lines of a daemon's log: ``master`` or ``worker-<i>``."""
