@@ -16,6 +16,12 @@ records per second that makes, and the ratio to at-least-once on the same path. 
 micro-batch of each query (Python workers starting) is left out. Each query is stopped between
 micro-batches; its output topic is read back with read_committed and must hold exactly the
 records of the micro-batches that ran, each key once.
+
+Where a micro-batch's time goes: a second table gives, per mode, the medians of the measured
+micro-batches' other ``durationMs`` parts (the driver's), of the write tasks' own time (from the
+executors' statistics lines, ``KAFKA_DIRECT_STATS_DIR``), and, exactly-once, of each step of a
+task (``phases``: waiting for its first rows, making its clients, ``init_transactions``, reading
+its marker, producing, flushing, adding the marker, committing, closing).
 """
 
 from __future__ import annotations
@@ -28,6 +34,8 @@ import sys
 import tempfile
 import time
 import uuid
+from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -39,6 +47,9 @@ MODES: list[tuple[str, dict[str, str]]] = [
     ("exactly-once (Python path)", {"deliveryGuarantee": "exactly-once"}),
 ]
 PARTITIONS = 2
+STATS_DIR_ENV = "KAFKA_DIRECT_STATS_DIR"  # kafka_direct.executor.task.STATS_DIR_ENV
+#: The driver's parts of a micro-batch (StreamingQueryProgress.durationMs) shown beside addBatch.
+DRIVER_PARTS = ("triggerExecution", "latestOffset", "queryPlanning", "walCommit", "commitOffsets")
 
 
 def _log(message: str) -> None:
@@ -92,8 +103,47 @@ def _count_committed(bootstrap: str, topic: str, expected: int) -> tuple[int, in
     return seen, len(keys)
 
 
+def _epoch(timestamp: str) -> float:
+    """A progress entry's ``timestamp`` (ISO 8601, UTC) in seconds since the epoch."""
+    return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+
+
+def _write_tasks(stats_dir: Path, topic: str, since: float) -> list[dict[str, Any]]:
+    """The executors' write-task lines for ``topic`` that started at ``since`` or later."""
+    tasks = []
+    for path in stats_dir.glob("tasks-*.jsonl"):
+        for line in path.read_text().splitlines():
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if rec.get("role") == "write" and rec.get("topic") == topic and rec["start"] >= since:
+                tasks.append(rec)
+    return tasks
+
+
+def _breakdown(measured: list[dict[str, Any]], tasks: list[dict[str, Any]]) -> dict[str, Any]:
+    """Medians of the driver's parts, of the write tasks' time and of their steps."""
+    parts = {
+        key: statistics.median([p["durationMs"].get(key, 0) for p in measured])
+        for key in DRIVER_PARTS
+    }
+    phases: dict[str, list[float]] = {}
+    for task in tasks:
+        for name, seconds in (task.get("phases") or {}).items():
+            phases.setdefault(name, []).append(seconds * 1000.0)
+    return {
+        "driver_ms": parts,
+        "tasks": len(tasks),
+        "task_ms": statistics.median([(t["end"] - t["start"]) * 1000.0 for t in tasks])
+        if tasks
+        else None,
+        "phase_ms": {name: statistics.median(values) for name, values in phases.items()},
+    }
+
+
 def _run(spark: Any, bootstrap: str, source: str, trigger_s: int, rate: int, batches: int,
-         options: dict[str, str]) -> dict[str, Any]:  # fmt: skip
+         options: dict[str, str], stats_dir: Path) -> dict[str, Any]:  # fmt: skip
     out = _create(bootstrap, f"bench-out-{uuid.uuid4().hex[:8]}")
     checkpoint = tempfile.mkdtemp(prefix="eos-bench-ck-")
     writer = (
@@ -138,7 +188,10 @@ def _run(spark: Any, bootstrap: str, source: str, trigger_s: int, rate: int, bat
     written = sum(p["numInputRows"] for p in progress)
     read_back, distinct = _count_committed(bootstrap, out, written)
     median_ms = statistics.median(add_ms)
+    # The first micro-batch's tasks (Python workers starting) are left out, as its addBatch is.
+    tasks = _write_tasks(stats_dir, out, _epoch(measured[0]["timestamp"]))
     return {
+        **_breakdown(measured, tasks),
         "trigger_s": trigger_s,
         "rows_per_batch": statistics.median(rows),
         "add_batch_ms": add_ms,
@@ -175,12 +228,19 @@ def main(argv: list[str] | None = None) -> int:
         source = _create(bootstrap, f"bench-in-{uuid.uuid4().hex[:8]}")
         _log(f"producing {needed} records to {source}")
         _produce(bootstrap, source, needed)
-        spark = local_spark("eos-bench", cores=2)
+        stats_dir = Path(tempfile.mkdtemp(prefix="eos-bench-stats-"))
+        os.environ[STATS_DIR_ENV] = str(stats_dir)  # inherited by the JVM and its Python workers
+        spark = local_spark(
+            "eos-bench", cores=2, conf={f"spark.executorEnv.{STATS_DIR_ENV}": str(stats_dir)}
+        )
         results: list[dict[str, Any]] = []
         for trigger_s in triggers:
             for name, options in MODES:
                 _log(f"trigger {trigger_s} s, {name}")
-                row = _run(spark, bootstrap, source, trigger_s, args.rate, args.batches, options)
+                row = _run(
+                    spark, bootstrap, source, trigger_s, args.rate, args.batches, options,
+                    stats_dir,
+                )  # fmt: skip
                 row["mode"] = name
                 results.append(row)
                 _log(json.dumps(row))
@@ -219,6 +279,24 @@ def _render(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
             f"{row['median_add_batch_ms']:,.0f} | {row['records_per_s'] or 0:,.0f} | {ratio} | "
             f"{'yes' if row['exact'] else 'NO'} ({row['read_back']}/{row['written']}) |"
         )
+    lines += [
+        "",
+        "Medians per measured micro-batch (ms): the driver's parts of it, a write task's own "
+        "time, and each step of an exactly-once task",
+        "",
+    ]
+    steps = list(dict.fromkeys(name for row in results for name in row["phase_ms"]))
+    head = ["trigger", "mode", *DRIVER_PARTS, "addBatch", "write task", *steps]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in results:
+        cells = [f"{row['trigger_s']} s", row["mode"]]
+        cells += [f"{row['driver_ms'][key]:,.0f}" for key in DRIVER_PARTS]
+        cells.append(f"{row['median_add_batch_ms']:,.0f}")
+        cells.append("-" if row["task_ms"] is None else f"{row['task_ms']:,.0f}")
+        cells += [
+            f"{row['phase_ms'][name]:,.1f}" if name in row["phase_ms"] else "-" for name in steps
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

@@ -142,6 +142,15 @@ def test_a_replayed_task_finds_its_marker_and_writes_nothing_again(bootstrap: st
     first = write_transaction(settings, _batches(values), TaskIdentity(0, batch_id=4))
     again = write_transaction(settings, _batches(values), TaskIdentity(0, batch_id=4))
     assert (first.records, first.skipped, again.records, again.skipped) == (30, False, 30, True)
+    # Where the task's time went, step by step (the statistics line's "phases"): every step,
+    # in order, together no more than the task took.
+    assert first.phases is not None
+    assert list(first.phases) == [
+        "first rows", "clients", "init_transactions", "marker read", "produce", "flush",
+        "send marker", "commit", "close",
+    ]  # fmt: skip
+    assert all(seconds >= 0 for seconds in first.phases.values())
+    assert sum(first.phases.values()) <= first.seconds
     # An empty task opens no transaction and writes no marker.
     empty = write_transaction(settings, [], TaskIdentity(0, batch_id=5))
     assert (empty.records, empty.skipped) == (0, False)

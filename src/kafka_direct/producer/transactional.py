@@ -189,6 +189,19 @@ def _txn_error(
     return translate(exc, context, access=access)
 
 
+class _Laps:
+    """Seconds per step of a task, each step timed from the end of the one before."""
+
+    def __init__(self) -> None:
+        self.phases: dict[str, float] = {}
+        self._last = time.monotonic()
+
+    def __call__(self, name: str) -> None:
+        now = time.monotonic()
+        self.phases[name] = self.phases.get(name, 0.0) + now - self._last
+        self._last = now
+
+
 def _first_rows(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch] | None:
     """The batches from the first non-empty one on, or None when there are no rows at all."""
     it = iter(batches)
@@ -268,19 +281,24 @@ def write_transaction(
     txn = settings.transactions
     assert txn is not None, "write_transaction needs WriteSettings.transactions"
     started, started_wall = time.monotonic(), time.time()
+    lap = _Laps()
     rows = _first_rows(batches)
     if rows is None:
         return WriteResult(0, 0, time.monotonic() - started, TRANSACTIONAL, reused=False)
+    lap("first rows")
     txn_id = transactional_id(txn.prefix, task.partition)
     timeout_s = settings.flush_timeout_s
     producer = TransactionalProducer({**settings.producer_config, "transactional.id": txn_id})
     events = ClientEvents("The exactly-once sink's marker reader")
     consumer = _consumer(settings, txn_id, events)
+    lap("clients")
     records = count = 0
     try:
         # The marker topic exists (the driver checked), so its metadata creates nothing.
         producer.init_transactions(timeout_s, txn.marker_topic)
+        lap("init_transactions")
         marker = read_marker(consumer, txn.marker_topic, txn_id, timeout_s)
+        lap("marker read")
         digest: RowDigest | RowCount
         if decide(marker, task, txn_id) is Decision.SKIP:
             assert marker is not None
@@ -301,15 +319,20 @@ def write_transaction(
         digest = RowDigest(settings.columns) if txn.check_rows else RowCount()
         producer.begin_transaction()
         columns = settings.columns
+        # "produce" includes waiting for the task's next input batches (its read).
         for batch in rows:
             producer.produce_batch(batch, columns)
             digest.update(batch)
             records += batch.num_rows
             count += 1
+        lap("produce")
         producer.flush(timeout_s)
+        lap("flush")
         done = Marker(records, task.batch_id, task.write_id, attempt, digest.hexdigest())
         producer.send_marker(done, txn.marker_topic, consumer.consumer_group_metadata(), timeout_s)
+        lap("send marker")
         producer.commit_transaction(timeout_s)
+        lap("commit")
     except KafkaClientError as exc:
         producer.abort_transaction(min(timeout_s, 10.0))
         if exc.code in _FENCED_CODES and _TOOK_OVER not in str(exc):
@@ -325,7 +348,10 @@ def write_transaction(
             consumer.close()
         finally:
             producer.close()
-    result = WriteResult(records, count, time.monotonic() - started, TRANSACTIONAL, reused=False)
+    lap("close")
+    result = WriteResult(
+        records, count, time.monotonic() - started, TRANSACTIONAL, reused=False, phases=lap.phases
+    )
     record_stats(settings, result, started_wall)
     log.info(
         "Committed %d record(s) of the %s in %.3f s (transactional id '%s')",

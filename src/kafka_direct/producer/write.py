@@ -24,7 +24,8 @@ can be added with :func:`register_fast_path`.
 
 Task statistics, for benchmarks (:mod:`kafka_direct.executor.task`, as for reads): every write
 task writes one JSON line when it ends (``"role": "write"``: the topic option, records, batches,
-start and end, the implementation). Never per record.
+start and end, the implementation; an exactly-once task adds the seconds of each of its steps,
+``"phases"``). Never per record.
 """
 
 from __future__ import annotations
@@ -98,6 +99,8 @@ class WriteResult:
     reused: bool
     #: exactly-once: an earlier attempt had committed this task's records; nothing was written.
     skipped: bool = False
+    #: exactly-once: seconds per step of the task, in order (for the statistics line).
+    phases: Mapping[str, float] | None = None
 
 
 # Fast paths by name: (is it available in this process?, factory). The C producer registers
@@ -197,7 +200,7 @@ def record_stats(settings: WriteSettings, result: WriteResult, start: float) -> 
     directory = stats_dir()
     if directory is None:
         return
-    line = {
+    line: dict[str, object] = {
         "role": "write",
         "topic": settings.columns.topic,
         "rows": result.records,
@@ -209,4 +212,6 @@ def record_stats(settings: WriteSettings, result: WriteResult, start: float) -> 
         "reused": result.reused,
         "pid": os.getpid(),
     }
+    if result.phases is not None:
+        line["phases"] = {name: round(seconds, 6) for name, seconds in result.phases.items()}
     append_stats(directory, [line])
