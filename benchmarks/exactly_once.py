@@ -5,6 +5,7 @@ and exactly-once, on real Apache Kafka. Runs in the benchmark process (the Spark
 
     python benchmarks/exactly_once.py                     # starts a one-broker KafkaCluster
     python benchmarks/exactly_once.py --rate 20000 --batches 4
+    python benchmarks/exactly_once.py --rate 20000 --batches 10 --rounds 2   # order alternates
     python benchmarks/exactly_once.py --bootstrap-servers host:9092 --json out.json
 
 A trigger of T seconds reads ``rate x T`` records per micro-batch (``maxOffsetsPerTrigger``), the
@@ -15,7 +16,9 @@ report gives, per trigger and mode, the median time Spark spent writing a micro-
 records per second that makes, and the ratio to at-least-once on the same path. The first
 micro-batch of each query (Python workers starting) is left out. Each query is stopped between
 micro-batches; its output topic is read back with read_committed and must hold exactly the
-records of the micro-batches that ran, each key once.
+records of the micro-batches that ran, each key once. With ``--rounds N`` every trigger's modes
+run N times, in reverse order every second round, and each ratio compares queries of one round.
+The report starts with the versions and the load average at the start and at the end.
 
 Where a micro-batch's time goes: a second table gives, per mode, the medians of the measured
 micro-batches' other ``durationMs`` parts (the driver's), of the write tasks' own time (from the
@@ -40,6 +43,8 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from kafka_direct_bench.results import machine_info
+from kafka_direct_bench.suite_report import abba
 
 MODES: list[tuple[str, dict[str, str]]] = [
     ("at-least-once, C fast path", {}),
@@ -210,9 +215,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=int, default=20_000, help="records/s a trigger second reads")
     parser.add_argument("--batches", type=int, default=3, help="measured micro-batches per query")
     parser.add_argument("--triggers", default="1,10", help="trigger intervals in seconds")
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="rounds; every second one runs the modes reversed"
+    )
     parser.add_argument("--json", dest="json_path", default=None)
     args = parser.parse_args(argv)
     triggers = [int(t) for t in args.triggers.split(",")]
+    machine = machine_info()
 
     cluster = None
     bootstrap = args.bootstrap_servers
@@ -224,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     from kafka_direct.testing.local import local_spark
 
     try:
+        # Every query reads from the start, so one topic serves every round.
         needed = args.rate * max(triggers) * (args.batches + 1)
         source = _create(bootstrap, f"bench-in-{uuid.uuid4().hex[:8]}")
         _log(f"producing {needed} records to {source}")
@@ -234,40 +244,54 @@ def main(argv: list[str] | None = None) -> int:
             "eos-bench", cores=2, conf={f"spark.executorEnv.{STATS_DIR_ENV}": str(stats_dir)}
         )
         results: list[dict[str, Any]] = []
-        for trigger_s in triggers:
-            for name, options in MODES:
-                _log(f"trigger {trigger_s} s, {name}")
-                row = _run(
-                    spark, bootstrap, source, trigger_s, args.rate, args.batches, options,
-                    stats_dir,
-                )  # fmt: skip
-                row["mode"] = name
-                results.append(row)
-                _log(json.dumps(row))
+        for round_no in range(1, args.rounds + 1):
+            for trigger_s in triggers:
+                # Odd rounds in order, even ones reversed: no mode always runs first.
+                order = abba([name for name, _ in MODES], round_no - 1)
+                for name, options in sorted(MODES, key=lambda mode: order.index(mode[0])):
+                    _log(f"round {round_no}, trigger {trigger_s} s, {name}")
+                    row = _run(
+                        spark, bootstrap, source, trigger_s, args.rate, args.batches, options,
+                        stats_dir,
+                    )  # fmt: skip
+                    row["mode"], row["round"] = name, round_no
+                    results.append(row)
+                    _log(json.dumps(row))
         spark.stop()
     finally:
         if cluster is not None:
             cluster.stop()
-    print(_render(results, args))
+    machine["load_average_1m_at_end"] = os.getloadavg()[0]
+    if cluster is not None:
+        machine["versions"]["kafka"] = (
+            f"Apache Kafka {cluster.kafka_version} (KafkaCluster, one broker)"
+        )
+    print(_render(results, args, machine))
     if args.json_path:
         with open(args.json_path, "w") as out:
-            json.dump(results, out, indent=2)
+            json.dump({"machine": machine, "results": results}, out, indent=2)
     return 0 if all(r["exact"] for r in results) else 1
 
 
-def _render(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
+def _render(
+    results: list[dict[str, Any]], args: argparse.Namespace, machine: dict[str, Any]
+) -> str:
+    versions = ", ".join(f"{name} {version}" for name, version in machine["versions"].items())
     lines = [
         f"Exactly-once cost: {args.rate} records/s of trigger, {args.batches} measured "
         "micro-batches per query, 100-byte values, 2 partitions, local[2]",
+        f"Versions: {versions}. Load average (1 min): {machine['load_average_1m_at_start']:.2f} "
+        f"at the start, {machine['load_average_1m_at_end']:.2f} at the end.",
         "",
-        "| trigger | mode | records / micro-batch | median addBatch (ms) | records/s | vs "
-        "at-least-once (same path) | read back exact |",
-        "|---|---|---|---|---|---|---|",
+        "| round | trigger | mode | records / micro-batch | median addBatch (ms) | records/s | vs "
+        "at-least-once (same path, same round) | read back exact |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for row in results:
         same = next(
             r for r in results
-            if r["trigger_s"] == row["trigger_s"] and r["mode"] == "at-least-once, Python path"
+            if r["trigger_s"] == row["trigger_s"] and r["round"] == row["round"]
+            and r["mode"] == "at-least-once, Python path"
         )  # fmt: skip
         ratio = (
             f"{row['records_per_s'] / same['records_per_s']:.2f}x"
@@ -275,7 +299,8 @@ def _render(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
             else "-"
         )
         lines.append(
-            f"| {row['trigger_s']} s | {row['mode']} | {row['rows_per_batch']:,.0f} | "
+            f"| {row['round']} | {row['trigger_s']} s | {row['mode']} | "
+            f"{row['rows_per_batch']:,.0f} | "
             f"{row['median_add_batch_ms']:,.0f} | {row['records_per_s'] or 0:,.0f} | {ratio} | "
             f"{'yes' if row['exact'] else 'NO'} ({row['read_back']}/{row['written']}) |"
         )
@@ -286,10 +311,10 @@ def _render(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
         "",
     ]
     steps = list(dict.fromkeys(name for row in results for name in row["phase_ms"]))
-    head = ["trigger", "mode", *DRIVER_PARTS, "addBatch", "write task", *steps]
+    head = ["round", "trigger", "mode", *DRIVER_PARTS, "addBatch", "write task", *steps]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in results:
-        cells = [f"{row['trigger_s']} s", row["mode"]]
+        cells = [str(row["round"]), f"{row['trigger_s']} s", row["mode"]]
         cells += [f"{row['driver_ms'][key]:,.0f}" for key in DRIVER_PARTS]
         cells.append(f"{row['median_add_batch_ms']:,.0f}")
         cells.append("-" if row["task_ms"] is None else f"{row['task_ms']:,.0f}")
