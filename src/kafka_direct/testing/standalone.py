@@ -64,7 +64,7 @@ def standalone_session(
     *,
     executors: int | None = None,
     executor_memory: str = "512m",
-    timeout_s: float = 60.0,
+    timeout_s: float = 180.0,
 ) -> Any:
     """A SparkSession on ``master_url`` with kafka_direct registered.
 
@@ -114,8 +114,10 @@ def standalone_session(
     return spark
 
 
-def wait_for_executors(spark: Any, count: int, timeout_s: float = 60.0) -> None:
-    """Wait until ``count`` executors (the driver not counted) are registered with ``spark``."""
+def wait_for_executors(spark: Any, count: int, timeout_s: float = 180.0) -> None:
+    """Wait until ``count`` executors (the driver not counted) are registered with ``spark``.
+    Each is a JVM its worker starts: as slow to come up as the workers on a busy machine, so
+    the default is :class:`StandaloneCluster`'s start-up time."""
     deadline = time.monotonic() + timeout_s
     while True:
         # getExecutorMemoryStatus lists the driver's block manager too.
