@@ -36,7 +36,15 @@ from pathlib import Path
 from kafka_direct.errors import KafkaDirectError
 from kafka_direct.testing.jars import find_java, jar_cache_root
 
-__all__ = ["DRIVER_OPTIONS", "ArchiveError", "archive_path", "build_archive", "with_archive"]
+__all__ = [
+    "DRIVER_OPTIONS",
+    "KEEP_ARCHIVES",
+    "ArchiveError",
+    "archive_path",
+    "build_archive",
+    "prune",
+    "with_archive",
+]
 
 #: The JVM options of the test suite's Spark drivers (tests/integration/conftest.py): C1 only and
 #: the serial collector, which cost a short-lived JVM less CPU on two cores.
@@ -44,6 +52,9 @@ DRIVER_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 #: Turns off the one CDS warning a JVM prints when it cannot use the archive.
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 _BUILD_TIMEOUT_S = 600.0
+#: Archives kept in the cache directory: each checkout's virtualenv has its own jars directory,
+#: so its own archive (about 170 MB); the older ones beyond this many are removed after a build.
+KEEP_ARCHIVES = 4
 
 #: What the archiving driver runs (argv[1]: a scratch directory). A Python data source, so that
 #: no broker is needed, and the same Spark machinery as a kafka_direct query around it.
@@ -158,8 +169,46 @@ def build_archive(options: str, java: str | None = None) -> tuple[Path, bool]:
     if path.is_file():
         return path, False
     path.parent.mkdir(parents=True, exist_ok=True)
+    # Beside its final name, so that the rename stays on one file system (/tmp may not be).
+    partial = path.parent / f".{path.name}.{os.getpid()}.partial"
+    try:
+        _run_archiving_driver(options, partial)
+        # Renamed into place whole, so a reader never maps half an archive; a parallel build
+        # that finished first is simply replaced by an equal one.
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
+    try:
+        prune(path.parent, path)
+    except OSError as exc:  # the archive is made; tidying the cache is not worth a failure
+        sys.stderr.write(f"Older Spark driver class archives were not removed: {exc}\n")
+    return path, True
+
+
+def prune(directory: Path, keep: Path, limit: int = KEEP_ARCHIVES) -> list[Path]:
+    """Remove the archives of ``directory`` beyond the ``limit`` most recently made, never
+    ``keep``; returns the removed ones. A driver that has one mapped keeps its pages (Linux
+    frees a file's space only when its last user closes it); one that starts later runs without
+    it, and the next ``scripts/test.sh`` of its checkout makes it again."""
+    archives = sorted(
+        (p for p in directory.glob("spark-*.jsa") if p != keep), key=_made, reverse=True
+    )
+    removed = archives[max(limit - 1, 0) :]
+    for old in removed:
+        old.unlink(missing_ok=True)
+    return removed
+
+
+def _made(path: Path) -> float:
+    """When an archive was made; one that a parallel prune removed meanwhile counts as oldest."""
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _run_archiving_driver(options: str, partial: Path) -> None:
     with tempfile.TemporaryDirectory(prefix="kafka_direct-jvm-archive-") as scratch:
-        partial = Path(scratch) / path.name
         env = dict(os.environ)
         env["SPARK_SUBMIT_OPTS"] = f"{options} -XX:ArchiveClassesAtExit={partial} {QUIET}".strip()
         env.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -182,10 +231,6 @@ def build_archive(options: str, java: str | None = None) -> tuple[Path, bool]:
                 f"The archiving Spark driver exited with {done.returncode} and "
                 f"{'an' if partial.is_file() else 'no'} archive; its last lines:\n{tail}"
             )
-        # Renamed into place whole, so a reader never maps half an archive; a parallel build
-        # that finished first is simply replaced by an equal one.
-        os.replace(partial, path)
-    return path, True
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,6 +3,7 @@ build is reported. Pure: no JVM starts (subprocess.run is replaced where a build
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -127,3 +128,81 @@ def test_a_failed_build_says_so_with_the_drivers_last_lines(
     with pytest.raises(ArchiveError, match=r"exited with 1 (?s:.*)Java gateway exited"):
         build_archive(DRIVER_OPTIONS, java)
     assert not archive_path(java).exists()  # nothing half-made is ever used
+
+
+def test_a_build_writes_its_partial_file_beside_the_archive(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The rename into place must not cross file systems (/tmp may be a tmpfs).
+    java = _java(tmp_path, "jdk", b"x")
+    targets: list[Path] = []
+
+    def driver(command: list[str], env: dict[str, str], **kwargs: Any) -> Any:
+        target = Path(env["SPARK_SUBMIT_OPTS"].split("-XX:ArchiveClassesAtExit=", 1)[1].split()[0])
+        targets.append(target)
+        target.write_bytes(b"archive")
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    monkeypatch.setattr(jvm_archive.subprocess, "run", driver)
+    path, _ = build_archive(DRIVER_OPTIONS, java)
+    assert targets[0].parent == path.parent
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]
+
+
+def _archives(directory: Path, names: list[str]) -> list[Path]:
+    """Archives made one after another, the first the oldest."""
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for age, name in enumerate(reversed(names)):
+        path = directory / name
+        path.write_bytes(b"a")
+        os.utime(path, (1_000_000 - age * 100, 1_000_000 - age * 100))
+        paths.append(path)
+    return list(reversed(paths))
+
+
+@pytest.mark.parametrize(
+    ("made", "keep", "limit", "left"),
+    [
+        pytest.param(
+            ["spark-1.jsa", "spark-2.jsa"], "spark-2.jsa", 4, ["spark-1.jsa", "spark-2.jsa"],
+            id="under the limit",
+        ),
+        pytest.param(
+            ["spark-1.jsa", "spark-2.jsa", "spark-3.jsa", "spark-4.jsa", "spark-5.jsa"],
+            "spark-5.jsa", 4, ["spark-2.jsa", "spark-3.jsa", "spark-4.jsa", "spark-5.jsa"],
+            id="the oldest goes",
+        ),
+        pytest.param(
+            ["spark-1.jsa", "spark-2.jsa", "spark-3.jsa"], "spark-1.jsa", 2,
+            ["spark-1.jsa", "spark-3.jsa"], id="the one just made stays, however old its mtime",
+        ),
+        pytest.param(
+            ["spark-1.jsa", "other.bin", "spark-2.jsa"], "spark-2.jsa", 1,
+            ["other.bin", "spark-2.jsa"], id="only archives are removed",
+        ),
+    ],
+)  # fmt: skip
+def test_prune_keeps_the_newest_archives_and_the_one_just_made(
+    tmp_path: Path, made: list[str], keep: str, limit: int, left: list[str]
+) -> None:
+    _archives(tmp_path / "cds", made)
+    jvm_archive.prune(tmp_path / "cds", tmp_path / "cds" / keep, limit)
+    assert sorted(p.name for p in (tmp_path / "cds").iterdir()) == left
+
+
+def test_a_new_build_prunes_the_oldest_archives(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old = _archives(cache, [f"spark-0.0.{i}-old.jsa" for i in range(jvm_archive.KEEP_ARCHIVES)])
+    java = _java(tmp_path, "jdk", b"x")
+
+    def driver(command: list[str], env: dict[str, str], **kwargs: Any) -> Any:
+        target = Path(env["SPARK_SUBMIT_OPTS"].split("-XX:ArchiveClassesAtExit=", 1)[1].split()[0])
+        target.write_bytes(b"archive")
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    monkeypatch.setattr(jvm_archive.subprocess, "run", driver)
+    path, made = build_archive(DRIVER_OPTIONS, java)
+    assert made
+    assert sorted(cache.iterdir()) == sorted([path, *old[1:]])
