@@ -26,6 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from kafka_direct_bench.common import loadavg
+from kafka_direct_bench.dataset import produce_small as produce
 
 from kafka_direct.testing import KafkaCluster
 from kafka_direct.testing.jvm_archive import DRIVER_OPTIONS, build_archive, with_archive
@@ -58,23 +59,7 @@ def busy_ticks() -> int:
     return user + nice + system + irq + softirq + steal
 
 
-def produce(bootstrap: str, topic: str) -> None:
-    from confluent_kafka import Producer
-    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(60)
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
-    for i in range(RECORDS):
-        producer.produce(topic, value=b"v%d" % i, partition=i % 2)
-        if i % 5000 == 0:
-            producer.poll(0)
-    producer.flush(60)
-
-
-def lifecycle(
-    bootstrap: str, topic: str, options: str | None, daemon: str
-) -> tuple[float, float]:
+def lifecycle(bootstrap: str, topic: str, options: str | None, daemon: str) -> tuple[float, float]:
     """(CPU-seconds, wall seconds) of one lifecycle in a new process."""
     env = dict(os.environ)
     env.pop("SPARK_SUBMIT_OPTS", None)
@@ -107,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     with KafkaCluster() as cluster:
         bootstrap = cluster.bootstrap_servers
         topic = f"lifecycle-{int(time.time())}"
-        produce(bootstrap, topic)
+        produce(bootstrap, topic, 2, RECORDS)
         print(f"{RECORDS} records in {topic}; each lifecycle in a new process")
         for number in range(args.rounds):
             for name, options, daemon in ways if number % 2 == 0 else ways[::-1]:

@@ -28,6 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from kafka_direct_bench.common import loadavg
+from kafka_direct_bench.dataset import produce_small as produce
 
 from kafka_direct.testing import KafkaCluster
 
@@ -49,20 +50,6 @@ for _ in range(3):
     assert df.count() == partitions * RECORDS
 spark.stop()
 """.replace("RECORDS", str(RECORDS_PER_PARTITION))
-
-
-def produce(bootstrap: str, topic: str, partitions: int) -> None:
-    from confluent_kafka import Producer
-    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(60)
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
-    for i in range(RECORDS_PER_PARTITION * partitions):
-        producer.produce(topic, value=b"v%d" % i, partition=i % partitions)
-        if i % 5000 == 0:
-            producer.poll(0)
-    producer.flush(60)
 
 
 def one_spark(bootstrap: str, topic: str, partitions: int, preload: str) -> list[dict]:
@@ -89,7 +76,12 @@ def main(argv: list[str] | None = None) -> int:
     daemons: dict[str, list[float]] = {name: [] for name in DAEMONS}
     with KafkaCluster() as cluster:
         topic = f"worker-daemon-{int(time.time())}"
-        produce(cluster.bootstrap_servers, topic, args.partitions)
+        produce(
+            cluster.bootstrap_servers,
+            topic,
+            args.partitions,
+            RECORDS_PER_PARTITION * args.partitions,
+        )
         print(f"{args.partitions} partitions x {RECORDS_PER_PARTITION} records in {topic}; "
               "3 batch counts per Spark, a new worker per task")  # fmt: skip
         order = list(DAEMONS.items())

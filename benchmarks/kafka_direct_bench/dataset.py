@@ -1,8 +1,9 @@
 """Topics and the data set. Runs in the benchmark process.
 
 :func:`produce_dataset` writes N records of S random bytes (fixed seed) over P partitions and
-checks that the log ends are exact; :func:`new_topic` and :func:`create_topic` give every phase
-its own topic, and :func:`delete_topics` removes them from a cluster the run did not start.
+checks that the log ends are exact (:func:`produce_small`: a new topic of short values);
+:func:`new_topic` and :func:`create_topic` give every phase its own topic, and
+:func:`delete_topics` removes them from a cluster the run did not start.
 """
 
 from __future__ import annotations
@@ -121,6 +122,15 @@ def produce_dataset(
         "per_partition": counts,
         "bytes": total,
     }
+
+
+def produce_small(bootstrap: str, topic: str, partitions: int, records: int) -> None:
+    """A new topic of ``records`` short values (``v0`` to ``v1023``), for benchmarks that time
+    Spark's own costs rather than reading."""
+    create_topic(bootstrap, topic, partitions)
+    produce_dataset(
+        bootstrap, topic, records, 0, partitions, seed=0, values=[b"v%d" % i for i in range(1024)]
+    )
 
 
 def latest_offsets(bootstrap: str, topic: str, partitions: int) -> list[int]:
