@@ -43,16 +43,16 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from kafka_direct_bench.executor_stats import STATS_DIR_ENV, task_stats
 from kafka_direct_bench.results import machine_info
 from kafka_direct_bench.suite_report import abba
 
-MODES: list[tuple[str, dict[str, str]]] = [
-    ("at-least-once, C fast path", {}),
-    ("at-least-once, Python path", {"fastPath.enabled": "false"}),
-    ("exactly-once (Python path)", {"deliveryGuarantee": "exactly-once"}),
-]
+MODES: dict[str, dict[str, str]] = {
+    "at-least-once, C fast path": {},
+    "at-least-once, Python path": {"fastPath.enabled": "false"},
+    "exactly-once (Python path)": {"deliveryGuarantee": "exactly-once"},
+}
 PARTITIONS = 2
-STATS_DIR_ENV = "KAFKA_DIRECT_STATS_DIR"  # kafka_direct.executor.task.STATS_DIR_ENV
 #: The driver's parts of a micro-batch (StreamingQueryProgress.durationMs) shown beside addBatch.
 DRIVER_PARTS = ("triggerExecution", "latestOffset", "queryPlanning", "walCommit", "commitOffsets")
 
@@ -111,20 +111,6 @@ def _count_committed(bootstrap: str, topic: str, expected: int) -> tuple[int, in
 def _epoch(timestamp: str) -> float:
     """A progress entry's ``timestamp`` (ISO 8601, UTC) in seconds since the epoch."""
     return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
-
-
-def _write_tasks(stats_dir: Path, topic: str, since: float) -> list[dict[str, Any]]:
-    """The executors' write-task lines for ``topic`` that started at ``since`` or later."""
-    tasks = []
-    for path in stats_dir.glob("tasks-*.jsonl"):
-        for line in path.read_text().splitlines():
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            if rec.get("role") == "write" and rec.get("topic") == topic and rec["start"] >= since:
-                tasks.append(rec)
-    return tasks
 
 
 def _breakdown(measured: list[dict[str, Any]], tasks: list[dict[str, Any]]) -> dict[str, Any]:
@@ -194,7 +180,8 @@ def _run(spark: Any, bootstrap: str, source: str, trigger_s: int, rate: int, bat
     read_back, distinct = _count_committed(bootstrap, out, written)
     median_ms = statistics.median(add_ms)
     # The first micro-batch's tasks (Python workers starting) are left out, as its addBatch is.
-    tasks = _write_tasks(stats_dir, out, _epoch(measured[0]["timestamp"]))
+    # The output topic's lines are its write tasks' (its readers are not Spark's).
+    tasks = task_stats(stats_dir, out, _epoch(measured[0]["timestamp"]), float("inf"))
     return {
         **_breakdown(measured, tasks),
         "trigger_s": trigger_s,
@@ -247,8 +234,8 @@ def main(argv: list[str] | None = None) -> int:
         for round_no in range(1, args.rounds + 1):
             for trigger_s in triggers:
                 # Odd rounds in order, even ones reversed: no mode always runs first.
-                order = abba([name for name, _ in MODES], round_no - 1)
-                for name, options in sorted(MODES, key=lambda mode: order.index(mode[0])):
+                for name in abba(list(MODES), round_no - 1):
+                    options = MODES[name]
                     _log(f"round {round_no}, trigger {trigger_s} s, {name}")
                     row = _run(
                         spark, bootstrap, source, trigger_s, args.rate, args.batches, options,

@@ -198,7 +198,7 @@ class _Laps:
 
     def __call__(self, name: str) -> None:
         now = time.monotonic()
-        self.phases[name] = self.phases.get(name, 0.0) + now - self._last
+        self.phases[name] = now - self._last
         self._last = now
 
 
