@@ -74,6 +74,13 @@ ensure_venv() {
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e "$ROOT[dev]"
     touch "$stamp"
   fi
+  # Bytecode for the checkout, as pip writes it for an installed wheel. An editable install
+  # imports src/ itself, and where PYTHONDONTWRITEBYTECODE is set (this project's machines set
+  # it) every new process (each Spark planner, stream runner and test driver) would compile
+  # kafka_direct from source again. Python reads bytecode it finds even then; a file edited
+  # since is compiled from source until the next run of this script (docs/testing.md).
+  "$VENV/bin/python" -m compileall -q -j 0 "$ROOT/src" "$ROOT/tests" "$ROOT/benchmarks" \
+    > /dev/null || say "WARNING: compileall failed: processes compile those modules themselves"
   # Spark's Python workers must run this interpreter, where kafka_direct is installed.
   export PYSPARK_PYTHON="$VENV/bin/python"
   export PYSPARK_DRIVER_PYTHON="$VENV/bin/python"

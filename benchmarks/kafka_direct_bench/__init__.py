@@ -19,5 +19,10 @@ children stay small.
 - :mod:`.phases`          the fixed-cost and memory phases, built on those reads;
 - :mod:`.planning`        the driver-side planning time per trigger and its admin requests;
 - :mod:`.results`         what a run records, the machine, and the medians, ratios and checks;
-- :mod:`.report`          the table and the JSON file.
+- :mod:`.report`          the table and the JSON file;
+- :mod:`.bytecode`        the benchmarked kafka_direct's bytecode, written at first import.
 """
+
+from kafka_direct_bench.bytecode import compile_checkout
+
+compile_checkout()
