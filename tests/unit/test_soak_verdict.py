@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-from soak_check import check_values
+from soak_check import check_values, expected_copies
 from soak_report import report
 
 PRODUCED = {b"a", b"b", b"c"}
@@ -43,8 +44,31 @@ def clean() -> dict[str, Any]:
 
 
 def test_check_values_counts_loss_duplicates_and_strangers() -> None:
-    got = check_values("eos", PRODUCED, [b"a", b"a", b"a", b"c", b"x"])
+    got = check_values("eos", Counter(PRODUCED), [b"a", b"a", b"a", b"c", b"x"])
     assert (got.read, got.distinct, got.lost, got.duplicated, got.unknown) == (5, 3, 1, 2, 1)
+
+
+ACKED = {b"a": (0, 0), b"b": (0, 2), b"c": (0, 3)}
+
+
+@pytest.mark.parametrize(
+    ("log", "output", "lost", "duplicated"),
+    [
+        # The producer wrote "a" twice (offsets 0 and 1): a sink that copies both is exact.
+        ({(0, 0): b"a", (0, 1): b"a", (0, 2): b"b", (0, 3): b"c"}, [b"a", b"a", b"b", b"c"], 0, 0),
+        # ... and one that copies it once lost a record.
+        ({(0, 0): b"a", (0, 1): b"a", (0, 2): b"b", (0, 3): b"c"}, [b"a", b"b", b"c"], 1, 0),
+        # A log with each record once: a second "a" is the sink's duplicate.
+        ({(0, 0): b"a", (0, 2): b"b", (0, 3): b"c"}, [b"a", b"a", b"b", b"c"], 0, 1),
+        # An acknowledged record the log lacks must still reach a sink once.
+        ({(0, 0): b"a", (0, 2): b"b"}, [b"a", b"b"], 1, 0),
+    ],
+)
+def test_a_sink_owes_each_record_as_often_as_the_source_log_holds_it(
+    log: dict[tuple[int, int], bytes], output: list[bytes], lost: int, duplicated: int
+) -> None:
+    got = check_values("eos", expected_copies(ACKED, log), output)
+    assert (got.lost, got.duplicated, got.unknown) == (lost, duplicated, 0)
 
 
 def _set(path: str, value: Any) -> Any:
