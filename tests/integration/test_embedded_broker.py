@@ -21,14 +21,9 @@ from confluent_kafka.admin import AdminClient
 
 from kafka_direct.errors import EmbeddedBrokerError, KafkaClientError
 from kafka_direct.testing.broker import EmbeddedBroker, create_topic, delete_topic
+from kafka_direct.testing.ports import free_port
 
 SRC = Path(__file__).resolve().parents[2] / "src"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _gone(pid: int) -> bool:
@@ -214,7 +209,7 @@ def test_forgotten_broker_is_stopped_at_interpreter_exit() -> None:
 
 
 def test_cli_prints_bootstrap_line_and_exits_zero_on_sigterm() -> None:
-    port = _free_port()
+    port = free_port()
     cli = subprocess.Popen(
         [sys.executable, "-m", "kafka_direct.testing.broker", "--port", str(port)],
         env=_subprocess_env(),

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -20,22 +19,17 @@ from typing import Any
 import pyspark
 import pytest
 
+from kafka_direct.testing.ports import free_port
 from tests.integration.kafka_helpers import produce_known
 
 ROOT = Path(__file__).resolve().parents[2]
 STARTED = "Spark Connect server started"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     spark_home = os.path.dirname(os.path.abspath(pyspark.__file__))
-    port = _free_port()
+    port = free_port()
     log = tmp_path_factory.mktemp("connect") / "server.log"
     env = dict(
         os.environ,

@@ -36,6 +36,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from kafka_direct.errors import EmbeddedBrokerError
+from kafka_direct.testing.ports import free_port
 from kafka_direct.testing.topics import create_topic, delete_topic
 
 __all__ = ["EmbeddedBroker", "create_topic", "delete_topic", "main"]
@@ -48,12 +49,6 @@ _POLL_INTERVAL_S = 0.05
 # Readiness probes must neither spam stderr with librdkafka connect errors nor back off for
 # seconds (librdkafka's default reconnect backoff grows to 10 s) while the broker is coming up.
 _PROBE_CONFIG = {"log_level": 0, "reconnect.backoff.ms": 20, "reconnect.backoff.max.ms": 200}
-
-
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 def _port_is_free(host: str, port: int) -> bool:
@@ -123,10 +118,10 @@ class EmbeddedBroker:
             self.log_path = Path(name)
         requested = self.port
         for attempt in range(1, _PORT_ATTEMPTS + 1):
-            self.port = port = requested if requested is not None else _free_port(self.host)
+            self.port = port = requested if requested is not None else free_port(self.host)
             if self._launch(binary, port):
                 return self
-            # Another process may have taken the port between _free_port() and the broker's bind.
+            # Another process may have taken the port between free_port() and the broker's bind.
             # Only that race is worth a retry: if the port is free now, the broker failed for
             # another reason and would fail again.
             if requested is not None or attempt == _PORT_ATTEMPTS or _port_is_free(self.host, port):

@@ -1,22 +1,18 @@
-"""Probes for a starting Kafka broker: free ports, an accepting socket, a metadata answer.
+"""Probes for a starting Kafka broker: an accepting socket, a metadata answer.
 
 Plain library: runs in the process that owns a :class:`~kafka_direct.testing.KafkaCluster`.
 """
 
 from __future__ import annotations
 
-import random
 import socket
 import time
-from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 __all__ = [
     "broker_answers",
-    "broker_ports",
-    "free_port",
     "group_coordinator_ready",
     "metadata_broker_ids",
     "port_accepts",
@@ -25,58 +21,6 @@ __all__ = [
 # Quiet, quick probes: no librdkafka connect errors on stderr while the JVM starts, and no
 # reconnect backoff growing to seconds.
 _PROBE_CONFIG = {"log_level": 0, "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 200}
-
-
-#: Where the kernel reads its ephemeral port range (Linux).
-_EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
-#: How many ports below that range the test brokers choose from.
-_SPAN = 12000
-
-
-def broker_ports(ephemeral_low: int | None) -> range | None:
-    """The ports a test broker takes: just below the kernel's ephemeral range, or None (then
-    any free port) when that range is unknown or starts too low to leave a span below it.
-
-    Why not ``bind(0)``: that hands out ports from the ephemeral range, where Spark's own
-    servers get theirs too (a ``collect()``'s result socket accepts one connection). A broker's
-    port may be taken by such a server before the broker binds it, and a stopped broker's port
-    stays in the retries of any client left over; either may then connect to Spark's socket
-    first, and the query fails (``CANNOT_OPEN_SOCKET``)."""
-    if ephemeral_low is None or ephemeral_low - _SPAN < 1024:
-        return None
-    return range(ephemeral_low - _SPAN, ephemeral_low)
-
-
-def _ephemeral_low() -> int | None:
-    try:
-        return int(_EPHEMERAL_RANGE.read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _bindable(port: int) -> int | None:
-    """``port`` (0: one the kernel picks) if it can be bound on the loopback now, else None."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return None
-        return int(sock.getsockname()[1])
-
-
-def free_port(taken: set[int]) -> int:
-    """A loopback port free now, not handed out before in this cluster, and outside the
-    kernel's ephemeral range where it can (:func:`broker_ports`)."""
-    ports = broker_ports(_ephemeral_low())
-    tries = 0
-    while True:
-        tries += 1
-        # After many busy ports in a row, any free port the kernel gives is better than none.
-        wanted = random.choice(ports) if ports is not None and tries <= 1000 else 0
-        port = _bindable(wanted)
-        if port is not None and port not in taken:
-            taken.add(port)
-            return port
 
 
 def port_accepts(host: str, port: int) -> bool:

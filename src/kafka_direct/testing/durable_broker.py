@@ -34,7 +34,6 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -45,6 +44,7 @@ from pathlib import Path
 
 from kafka_direct.errors import EmbeddedBrokerError
 from kafka_direct.testing.broker import EmbeddedBroker
+from kafka_direct.testing.ports import free_port
 
 __all__ = ["WATERMARK_SETTLE_S", "DurableBroker"]
 
@@ -61,12 +61,6 @@ _AWS_ENV = {
     "AWS_REGION": "us-east-1",
     "AWS_ALLOW_HTTP": "true",
 }
-
-
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 class _S3Tansu(EmbeddedBroker):
@@ -180,7 +174,7 @@ class DurableBroker:
     def _start_moto(self) -> None:
         assert self._dir is not None
         for attempt in range(1, _PORT_ATTEMPTS + 1):
-            self.s3_port = port = _free_port(self.host)
+            self.s3_port = port = free_port(self.host)
             command = [sys.executable, "-m", "moto.server", "-H", self.host, "-p", str(port)]
             with open(self._dir / "moto.log", "ab") as log:
                 # A session of its own, so stop() signals its group and a Ctrl-C in the user's

@@ -55,12 +55,12 @@ from kafka_direct.testing.broker_config import (
 )
 from kafka_direct.testing.cluster_probe import (
     broker_answers,
-    free_port,
     group_coordinator_ready,
     metadata_broker_ids,
     port_accepts,
 )
 from kafka_direct.testing.jars import fetch_maven_jars, find_java
+from kafka_direct.testing.ports import free_port
 from kafka_direct.testing.reaper import forget, watch
 
 __all__ = [
@@ -286,7 +286,7 @@ class KafkaCluster:
         assert self._root is not None
         taken: set[int] = set()
         for node_id in range(1, self._count + 1):
-            ports = [free_port(taken), free_port(taken)]
+            ports = [free_port(taken=taken), free_port(taken=taken)]
             directory = self._root / f"broker-{node_id}"
             directory.mkdir()
             self._nodes[node_id] = _Node(node_id, ports[0], ports[1], directory)

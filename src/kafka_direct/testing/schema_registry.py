@@ -39,7 +39,6 @@ import itertools
 import logging
 import re
 import shutil
-import socket
 import ssl
 import subprocess
 import tempfile
@@ -53,6 +52,7 @@ from typing import TYPE_CHECKING
 
 from kafka_direct.schema_registry.errors import SchemaRegistryError
 from kafka_direct.testing.apicurio_dist import APICURIO_VERSION, fetch_apicurio, find_java
+from kafka_direct.testing.ports import free_port
 from kafka_direct.testing.tls_front import stop_group
 
 if TYPE_CHECKING:
@@ -66,12 +66,6 @@ logger = logging.getLogger(__name__)
 
 _POLL_INTERVAL_S = 0.25
 _LOG_TAIL_LINES = 20
-
-
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 class SchemaRegistry:
@@ -142,7 +136,7 @@ class SchemaRegistry:
             from kafka_direct.testing.tls_front import MutualTlsFront
 
             assert self._ca is not None and self.port is not None and cert and key
-            self._backend_port = _free_port(self.host)
+            self._backend_port = free_port(self.host)
             self._front = MutualTlsFront(
                 self.host,
                 self.port,
@@ -177,7 +171,7 @@ class SchemaRegistry:
             raise SchemaRegistryError(f"{self!r} is already started.")
         home = fetch_apicurio(self.version)
         java = find_java()
-        self.port = self.port or _free_port(self.host)
+        self.port = self.port or free_port(self.host)
         self._dir = Path(tempfile.mkdtemp(prefix="kafka-direct-registry-"))
         self._secure_config(self._dir)
         command = [
@@ -194,7 +188,7 @@ class SchemaRegistry:
             # The management interface (health, metrics) is built in and would bind
             # 0.0.0.0:9000, which two registries (or anything else) cannot share.
             f"-Dquarkus.management.host={self.host}",
-            f"-Dquarkus.management.port={_free_port(self.host)}",
+            f"-Dquarkus.management.port={free_port(self.host)}",
             "-Dquarkus.log.level=WARN",
             "-Dquarkus.http.access-log.enabled=false",
             "-jar",

@@ -43,9 +43,9 @@ from kafka_direct.testing.certificates import (
     write_client_certificate,
     write_server_certificate,
 )
-from kafka_direct.testing.cluster_probe import free_port
 from kafka_direct.testing.kafka_cluster import KafkaCluster, KafkaClusterError, _Node
 from kafka_direct.testing.oidc import OidcProvider
+from kafka_direct.testing.ports import free_port
 
 __all__ = ["PROTOCOLS", "SecuredKafkaCluster"]
 
@@ -244,7 +244,7 @@ class SecuredKafkaCluster(KafkaCluster):
             n.controller_port for n in self._nodes.values()
         }
         for node in self._nodes.values():
-            ports = {protocol: free_port(taken) for protocol in PROTOCOLS}
+            ports = {protocol: free_port(taken=taken) for protocol in PROTOCOLS}
             taken |= set(ports.values())
             self._ports[node.node_id] = ports
             extra = self._properties(node.port, node.controller_port, ports, keystore)

@@ -27,7 +27,6 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -38,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from kafka_direct.errors import EmbeddedBrokerError
+from kafka_direct.testing.ports import free_port
 
 __all__ = ["StandaloneCluster", "standalone_session", "wait_for_executors"]
 
@@ -49,12 +49,6 @@ _MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 _WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 # One GC thread and no C2 compiler: short-lived test JVMs on a small machine start faster.
 _FAST_START_JVM = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
-
-
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 def standalone_session(
@@ -285,7 +279,7 @@ class StandaloneCluster:
 
     def _start_master(self) -> None:
         for attempt in range(1, _MASTER_ATTEMPTS + 1):
-            self.port, self.web_ui_port = _free_port(self.host), _free_port(self.host)
+            self.port, self.web_ui_port = free_port(self.host), free_port(self.host)
             self._master = self._launch(
                 _MASTER_CLASS,
                 "master",
@@ -302,7 +296,7 @@ class StandaloneCluster:
                 self._wait(lambda s: s.get("status") == "ALIVE", "the master")
                 return
             except EmbeddedBrokerError:
-                # Only a port taken between _free_port() and the bind is worth another try.
+                # Only a port taken between free_port() and the bind is worth another try.
                 if self._master.poll() is None or attempt == _MASTER_ATTEMPTS:
                     raise
                 logger.info("Spark master lost a port to another process; retrying")
