@@ -36,7 +36,9 @@ Faults, as ``AdminOffsetReader`` reports them: ``cluster.unavailable[tp] = reaso
 offset lookup that includes ``tp`` raise :class:`OffsetsUnavailableError` with the other
 partitions' answers; ``cluster.down = True`` makes every call fail with a retriable
 :class:`KafkaClientError`, as a cluster that does not answer at all; ``cluster.metadata_down =
-True`` does that to partition discovery alone (a metadata request sent to a slow broker).
+True`` does that to partition discovery alone (a metadata request sent to a slow broker);
+``cluster.stale_latest[tp] = offset`` makes the next latest-offset lookup of ``tp`` answer that
+offset (a new leader behind the old one's log end), once.
 """
 
 from __future__ import annotations
@@ -80,6 +82,9 @@ class FakeCluster:
         self.metadata_down = False
         #: Topics' message.timestamp.type where it is not CreateTime: topic → "LogAppendTime".
         self.timestamp_types: dict[str, str] = {}
+        #: Log ends that the next latest-offset lookup of a partition answers instead of the
+        #: real one, once each: a lagging replica just made leader (KAFKA-7703).
+        self.stale_latest: dict[TopicPartition, int] = {}
 
     # -- topics and partitions -----------------------------------------------------------------
 
@@ -234,7 +239,10 @@ class FakeOffsetReader:
     ) -> PartitionOffsets:
         wanted = sorted(set(tps))
         self._record("latest", wanted)
-        return self._answer("latest", {tp: self._log_of(tp).log_end for tp in wanted})
+        ends = {tp: self._log_of(tp).log_end for tp in wanted}
+        ends.update({tp: self.cluster.stale_latest.pop(tp) for tp in wanted
+                     if tp in self.cluster.stale_latest})  # fmt: skip
+        return self._answer("latest", ends)
 
     def for_timestamps(self, stamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         self._record("for_timestamps", dict(stamps))

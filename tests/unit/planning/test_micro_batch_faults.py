@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from kafka_direct.errors import DataLossError, KafkaClientError
+from kafka_direct.errors import ConfigurationError, DataLossError, KafkaClientError
 from kafka_direct.offsets import LATEST, PartitionOffsets, TopicPartition
 from kafka_direct.planning.micro_batch import StreamPlanner
 from kafka_direct.planning.patience import OffsetPatience
@@ -313,3 +313,98 @@ def test_an_unanswered_log_start_leaves_the_check_to_the_executors() -> None:
     ranges = planner.plan_ranges({T0: 10, T1: 10}, {T0: 100, T1: 100})
     # Planned as asked: the executor reading t-1 meets "out of range" and applies the policy.
     assert spans(ranges) == [("t-0", 10, 100), ("t-1", 10, 100)]
+
+
+# --- a log end behind what was read: a new leader that lags (KAFKA-7703) -------------------------
+
+
+def test_a_stale_log_end_in_a_partial_answer_does_not_move_a_partition_back(
+    two: FakeCluster,
+) -> None:
+    # A leader moving: t-0 gets no answer, t-1's new leader answers a log end below what batch 0
+    # read. The complete answer's re-check does not run on a partial one; believed, the end
+    # went into the offset log below its start, and failOnDataLoss failed every restart.
+    q = slow_t0_after_batch_0(two)
+    two.stale_latest[T1] = 2
+    end = q.latest()
+    assert end == {T0: 5, T1: 5}  # neither moves in this trigger; nothing lies behind a start
+    assert spans(q.planner.plan_ranges(q.start, end)) == []
+    q.start = end
+    del two.unavailable[T0]
+    assert q.trigger() == [("t-0", 5, 8), ("t-1", 5, 8)]  # nothing lost, nothing read twice
+
+
+def test_a_stale_available_now_target_is_asked_again_before_it_is_believed(
+    two: FakeCluster,
+) -> None:
+    # A restart under Trigger.AvailableNow: the target is fixed before the query knows where its
+    # checkpoint stands, so it got no re-check, and t-1's stale end planned a reset.
+    first = MicroBatches(two, {"subscribe": "t", "startingOffsets": "earliest"})
+    assert first.trigger() == [("t-0", 0, 5), ("t-1", 0, 5)]
+    two.append("t", 0, 2)
+    two.stale_latest[T1] = 1
+    restarted = MicroBatches(
+        two, {"subscribe": "t", "startingOffsets": "earliest"}, available_now=True
+    )
+    restarted.start = first.start
+    assert restarted.drain() == [[("t-0", 5, 7)]]
+    assert restarted.planner.latest_offsets(restarted.start, read_all=False) == {T0: 7, T1: 5}
+
+
+def test_a_committed_start_past_the_available_now_target_reads_nothing_there() -> None:
+    # The group committed past the target between prepareForTriggerAvailableNow and the first
+    # trigger: batch 0 pins the commit, and no later trigger takes the target for a log that
+    # went backwards (a reset: data loss, or a re-read from earliest).
+    cluster = FakeCluster()
+    cluster.create_topic("t", records=5)
+    options = {
+        "subscribe": "t",
+        "startingOffsets": "committed",
+        "kafka.group.id": "g",
+        "commitOffsets": "false",
+    }
+    q = MicroBatches(cluster, options, available_now=True)
+    cluster.append("t", 0, 3)
+    cluster.groups["g"] = {T0: 7}
+    assert q.drain() == [[]]  # only the pinned, empty batch 0
+    assert q.start == {T0: 7}
+
+
+def test_a_timestamp_start_missing_a_partition_is_refused_by_name() -> None:
+    cluster = FakeCluster()
+    cluster.create_topic("t", partitions=2, records=3)
+    planner = StreamPlanner(
+        stream_options({"subscribe": "t", "startingOffsetsByTimestamp": '{"t": {"0": 0}}'}),
+        cluster.reader,
+    )
+    start = planner.initial_offsets()
+    with pytest.raises(ConfigurationError, match="startingOffsetsByTimestamp"):
+        planner.latest_offsets(start, read_all=False)
+
+
+def test_a_committed_start_waits_out_a_leader_moving_at_the_first_trigger() -> None:
+    # Resolving the start is an offset request like any other: a coordinator or leader that
+    # moves at that moment is waited out (fetchOffset.unavailableTimeout), not fatal.
+    cluster = FakeCluster()
+    cluster.create_topic("t", partitions=2, records=4)
+    cluster.groups["g"] = {T0: 1, T1: 2}
+    options = {
+        "subscribe": "t",
+        "startingOffsets": "committed",
+        "kafka.group.id": "g",
+        "commitOffsets": "false",
+    }
+    q = patient(cluster, options, Clock())
+    answers = q.reader.committed
+    moving = [True]
+
+    def committed(group: str, tps: Any) -> PartitionOffsets:
+        if moving.pop() if moving else False:
+            raise KafkaClientError(
+                "Broker: Not coordinator (NOT_COORDINATOR)", code="NOT_COORDINATOR", retriable=True
+            )
+        return answers(group, tps)
+
+    q.reader.committed = committed  # type: ignore[method-assign]
+    assert q.latest() == {T0: 1, T1: 2}
+    assert not moving  # the first attempt did fail
