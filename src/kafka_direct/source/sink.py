@@ -26,6 +26,7 @@ replayed micro-batch skips it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -251,7 +252,7 @@ def _check_cluster(opts: SinkOptions) -> None:
                     "offset on this topic ('transactionMarkerTopic'), which Kafka allows to "
                     "readers of the topic only",
                 )  # fmt: skip
-    if opts.marker_topic is not None and opts.marker_topic not in metadata.topics:
+    if opts.marker_topic is not None and not _topic_listed(admin, metadata, opts.marker_topic):
         raise ConfigurationError(
             "transactionMarkerTopic" if opts.marker_topic != opts.topic else "topic",
             opts.marker_topic,
@@ -266,6 +267,27 @@ def _check_cluster(opts: SinkOptions) -> None:
             "creating it (auto.create.topics.enable), and fails otherwise",
             opts.topic, opts.bootstrap_servers,
         )  # fmt: skip
+
+
+#: How long a topic missing from the first metadata answer is asked for again.
+TOPIC_SETTLE_S = 5.0
+
+
+def _topic_listed(admin: Any, metadata: Any, topic: str) -> bool:
+    """Whether the cluster lists ``topic``. A topic created a moment ago may be missing from
+    the answering broker's metadata until it applies the controller's record, so the metadata
+    is asked again for up to :data:`TOPIC_SETTLE_S` before a missing topic is refused (a
+    script that creates the topic, then writes, met this). All topics are asked for, never
+    this one by name: that request may create it on a broker that creates topics itself."""
+    if topic in metadata.topics:
+        return True
+    deadline = time.monotonic() + TOPIC_SETTLE_S
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        with contextlib.suppress(KafkaDirectError), kafka_errors("Listing the topics"):
+            if topic in admin.list_topics(timeout=CONNECT_TIMEOUT_S).topics:
+                return True
+    return False
 
 
 def _write(
