@@ -94,6 +94,7 @@ SAFE_KAFKA_KEYS = frozenset(
         "sasl.mechanisms", "sasl.username", "sasl.kerberos.service.name",
         "sasl.kerberos.principal", "sasl.kerberos.kinit.cmd",
         "sasl.kerberos.min.time.before.relogin", "ssl.ca.location", "ssl.certificate.location",
+        "ssl.truststore.location", "ssl.truststore.type", "ssl.keystore.type",
         "ssl.key.location", "ssl.keystore.location", "ssl.crl.location",
         "ssl.endpoint.identification.algorithm", "enable.ssl.certificate.verification",
         "ssl.cipher.suites", "ssl.curves.list", "ssl.sigalgs.list", "ssl.providers",

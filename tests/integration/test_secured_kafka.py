@@ -129,6 +129,31 @@ def test_tls_with_a_pkcs12_truststore_and_no_hostname_check(
     assert _values(df) == values
 
 
+def test_inline_pem_certificates_with_their_type_and_a_single_quoted_jaas_line(
+    spark: Any, cluster: SecuredKafkaCluster
+) -> None:
+    # As a Spark job on Kafka's Java client writes them: ssl.truststore.certificates needs
+    # ssl.truststore.type=PEM there, and its JAAS tokenizer takes 'single quotes' and comments.
+    source = _topic(cluster, "READ", "DESCRIBE")
+    out = _topic(cluster, "WRITE", "DESCRIBE")
+    values = _produce(cluster, source, 90, "pem")
+    options = {
+        "kafka.bootstrap.servers": cluster.bootstrap("SASL_SSL"),
+        "kafka.security.protocol": "SASL_SSL",
+        "kafka.sasl.mechanism": "SCRAM-SHA-256",
+        "kafka.sasl.jaas.config": f"{SCRAM} required /* the service */ username='alice' "
+        f"password='{ALICE}';",
+        "kafka.ssl.truststore.type": "PEM",
+        "kafka.ssl.truststore.certificates": cluster.ca_pem.read_text(),
+    }
+    df = spark.read.format("kafka_direct").options(**options).option("subscribe", source).load()
+    assert _values(df) == values
+    df.select("value").write.format("kafka_direct").mode("append").options(**options).option(
+        "topic", out
+    ).save()
+    assert sorted(_read_back(cluster, out, 90)) == values
+
+
 def _failed_read(spark: Any, options: dict[str, str], topic: str) -> str:
     """The error of a batch read of ``topic`` that must fail, and fail within 30 s."""
     started = time.monotonic()

@@ -186,6 +186,22 @@ def test_an_unknown_kafka_key_never_shows_its_value() -> None:
     assert "kafka.my.custom.thing" in texts[0]  # the option is still named
 
 
+@pytest.mark.parametrize("value", ["a", "in", "*"])
+def test_a_short_hidden_value_is_scrubbed_where_quoted_and_the_message_stays_readable(
+    value: str,
+) -> None:
+    # Regression (review): every "a" of the message became the marker, and the marker's own
+    # letters were replaced again; where the marker stood showed where the value's letters were.
+    err = ConfigurationError(
+        "kafka.my.custom.thing",
+        value,
+        "a value accepted in its place",
+        f'librdkafka said: Invalid value "{value}" for it',
+    )
+    assert "expected a value accepted in its place." in str(err)
+    assert f'Invalid value "{HIDDEN}" for it' in str(err)
+
+
 @pytest.mark.parametrize(
     ("option", "value", "visible"),
     [

@@ -20,6 +20,7 @@ from kafka_direct.config.reader import kafka_params
 from kafka_direct.config.source import SourceOptions, parse_source_options
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.offsets import OffsetRange, TopicPartition
+from kafka_direct.redaction import shown
 
 __all__ = [
     "AutoOffsetReset",
@@ -156,7 +157,9 @@ def stream_source_options(raw: Mapping[str, str] | None) -> SourceOptions:
         if key.lower() not in _PASS_THROUGH:
             raise ConfigurationError(
                 f"sourceOptions['{key}']",
-                options[key],
+                # Judged by the key the user wrote: the wrapped name no longer looks like a
+                # Kafka setting, nor like a secret one.
+                shown(key, options[key]),
                 "one of " + ", ".join(sorted(_PASS_THROUGH.values())),
                 "Kafka client settings belong in kafkaParams; offsets, rates and failOnDataLoss "
                 "are arguments of createDirectStream.",

@@ -147,11 +147,13 @@ def refuse_near_misses(options: Mapping[str, str], known_names: Iterable[str], w
             )
 
 
-def _load_store(path: str, kind: str, password: str | None, what: str) -> str:
+def _load_store(
+    path: str, kind: str, password: str | None, what: str, key_password: str | None
+) -> str:
     # Imported when a store is named: reading one runs the JDK's keytool (I/O, driver only).
     from kafka_direct.kafka.keystores import load_store
 
-    return load_store(path, kind, password, what)
+    return load_store(path, kind, password, what, key_password)
 
 
 def kafka_params(

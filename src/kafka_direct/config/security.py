@@ -9,6 +9,7 @@ rewrites them into librdkafka's settings, once, on the driver:
 =========================================================  =======================================
 Java client (``kafka.`` option)                            librdkafka
 =========================================================  =======================================
+``sasl.jaas.config`` (parsed by :mod:`.jaas`)              see the rows below
 ``sasl.jaas.config`` PlainLoginModule / ScramLoginModule   ``sasl.username``, ``sasl.password``
 ``sasl.jaas.config`` OAuthBearerLoginModule (clientId,     ``sasl.oauthbearer.method=oidc``,
 clientSecret, scope) + ``sasl.oauthbearer.token.           ``sasl.oauthbearer.client.id`` / secret /
@@ -20,6 +21,7 @@ OAuthBearerLoginModule ``unsecuredLoginStringClaim_sub``   an unsecured JWT for 
 ``ssl.truststore.certificates``                            ``ssl.ca.pem``
 ``ssl.keystore.*`` PKCS12                                  the same keys (librdkafka reads PKCS#12)
 ``ssl.keystore.*`` JKS                                     ``ssl.certificate.pem`` + ``ssl.key.pem``
+``ssl.keystore.*`` PEM (a file: chain and key)             ``ssl.certificate.pem`` + ``ssl.key.pem``
 ``ssl.keystore.certificate.chain`` / ``ssl.keystore.key``  ``ssl.certificate.pem`` / ``ssl.key.pem``
 ``ssl.endpoint.identification.algorithm=`` (empty)         ``none`` (no hostname check, as Java)
 =========================================================  =======================================
@@ -37,16 +39,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
+from kafka_direct.config.jaas import JaasEntry, parse_jaas
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.redaction import REDACTED
 
 __all__ = ["JaasEntry", "StoreLoader", "parse_jaas", "translate"]
 
-#: ``load(path, store_type, password, what)`` -> PEM text: "ca" gives the certificates of a
-#: truststore; "keystore" gives a keystore's certificate chain then its private key, in clear.
-StoreLoader = Callable[[str, str, str | None, str], str]
+#: ``load(path, store_type, password, what, key_password)`` -> PEM text: "ca" gives the
+#: certificates of a truststore; "keystore" gives a keystore's certificate chain then its private
+#: key (in clear from a JKS store, opened with ``key_password`` where it differs; as written in a
+#: PEM file).
+StoreLoader = Callable[[str, str, str | None, str, str | None], str]
 
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
@@ -59,56 +63,11 @@ OIDC_HANDLERS = {
     "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler",
 }
 
-_FLAGS = ("required", "requisite", "sufficient", "optional")
-_TOKEN = re.compile(r'\s*([A-Za-z0-9_.\-]+)\s*=\s*("(?:[^"\\]|\\.)*"|[^\s;"]+)')
-
 _INSTEAD = (
     "librdkafka has no JAAS: set {p}sasl.mechanism with {p}sasl.username and {p}sasl.password "
     "(PLAIN, SCRAM), {p}sasl.oauthbearer.method 'oidc' with its client id, secret and token "
     "endpoint (OAUTHBEARER), or {p}sasl.kerberos.keytab and {p}sasl.kerberos.principal (GSSAPI)."
 )
-
-
-@dataclass(frozen=True)
-class JaasEntry:
-    """One login module of a ``sasl.jaas.config`` line."""
-
-    module: str
-    options: Mapping[str, str]
-
-
-def parse_jaas(text: str, option: str = "kafka.sasl.jaas.config") -> JaasEntry:
-    """``Module required key="value" key=value;`` (what Kafka's Java client takes). The value
-    is never shown in an error: a JAAS line holds the password."""
-    body = text.strip()
-    match = re.match(r"([A-Za-z_$][\w.$]*)\s+(\w+)", body)
-    if match is None or match.group(2).lower() not in _FLAGS:
-        raise ConfigurationError(
-            option,
-            REDACTED,
-            "'<LoginModule class> required key=\"value\" ...;'",
-            "as Kafka's Java client takes it, for example org.apache.kafka.common.security."
-            'plain.PlainLoginModule required username="u" password="p";',
-        )
-    rest = body[match.end() :]
-    options: dict[str, str] = {}
-    while True:
-        token = _TOKEN.match(rest)
-        if token is None:
-            break
-        key, value = token.group(1), token.group(2)
-        if value.startswith('"'):
-            value = re.sub(r"\\(.)", r"\1", value[1:-1])
-        options[key] = value
-        rest = rest[token.end() :]
-    if rest.strip() not in ("", ";"):
-        raise ConfigurationError(
-            option,
-            REDACTED,
-            "one login module, its options as key=value or key=\"value\", ending with ';'",
-            "Kafka's clients take exactly one login module in sasl.jaas.config.",
-        )
-    return JaasEntry(match.group(1), options)
 
 
 def _need(entry: JaasEntry, key: str, prefix: str) -> str:
@@ -195,6 +154,10 @@ def _from_jaas(params: Mapping[str, str], prefix: str) -> dict[str, str]:
         }
         if entry.options.get("principal"):
             out["sasl.kerberos.principal"] = entry.options["principal"]
+        if entry.options.get("serviceName") and "sasl.kerberos.service.name" not in params:
+            # The Java client takes the service name from the login module when the setting
+            # is absent; librdkafka would fall back to "kafka".
+            out["sasl.kerberos.service.name"] = entry.options["serviceName"]
         return out
     raise ConfigurationError(
         prefix + "sasl.jaas.config",
@@ -211,7 +174,7 @@ def _oauth(params: Mapping[str, str], entry: JaasEntry, prefix: str) -> dict[str
     if sub:
         # Kafka's unsecured tokens (tests and development only), as librdkafka makes them.
         out["enable.sasl.oauthbearer.unsecure.jwt"] = "true"
-        out["sasl.oauthbearer.config"] = f"principal={sub}"
+        out["sasl.oauthbearer.config"] = _unsecured_jwt(entry, prefix)
         return out
     endpoint = params.get("sasl.oauthbearer.token.endpoint.url")
     if not endpoint:
@@ -238,6 +201,50 @@ def _oauth(params: Mapping[str, str], entry: JaasEntry, prefix: str) -> dict[str
     return out
 
 
+#: Kafka's unsecured-token options and librdkafka's ``sasl.oauthbearer.config`` names for them.
+_UNSECURED = {
+    "unsecuredLoginStringClaim_sub": "principal",
+    "unsecuredLoginPrincipalClaimName": "principalClaimName",
+    "unsecuredLoginScopeClaimName": "scopeClaimName",
+    "unsecuredLoginLifetimeSeconds": "lifeSeconds",
+    "unsecuredLoginListClaim_scope": "scope",
+}
+
+
+def _unsecured_jwt(entry: JaasEntry, prefix: str) -> str:
+    """librdkafka's ``sasl.oauthbearer.config`` for Kafka's unsecured-token options:
+    ``principal=... [scope=a,b] [lifeSeconds=...] [extension_NAME=...]``, space-separated."""
+    parts: list[str] = []
+    for key, value in entry.options.items():
+        if key.startswith("unsecuredLoginExtension_"):
+            name = "extension_" + key[len("unsecuredLoginExtension_") :]
+        elif key in _UNSECURED:
+            name = _UNSECURED[key]
+            if key == "unsecuredLoginListClaim_scope" and value:
+                # Kafka's list claims begin with the character that separates their items.
+                value = ",".join(item for item in value[1:].split(value[0]) if item)
+        elif key.startswith("unsecuredLogin"):
+            raise ConfigurationError(
+                prefix + "sasl.jaas.config",
+                REDACTED,
+                "unsecured-token options librdkafka can make: "
+                + ", ".join([*_UNSECURED, "unsecuredLoginExtension_<name>"]),
+                f"librdkafka's unsecured tokens have no {key}; remove it.",
+            )
+        else:
+            continue
+        if not value or any(char.isspace() for char in value):
+            raise ConfigurationError(
+                prefix + "sasl.jaas.config",
+                REDACTED,
+                f"a value without spaces for {key}",
+                "librdkafka's sasl.oauthbearer.config separates its settings with spaces.",
+            )
+        parts.append(f"{name}={value}")
+    parts.sort(key=lambda part: not part.startswith("principal="))
+    return " ".join(parts)
+
+
 def _store_type(params: Mapping[str, str], key: str) -> str:
     kind = (params.get(key) or "JKS").strip().upper()
     return "PKCS12" if kind in ("PKCS12", "P12", "PFX") else kind
@@ -260,7 +267,11 @@ def translate(
     if algorithm is not None and not algorithm.strip():
         out["ssl.endpoint.identification.algorithm"] = "none"
     if "ssl.truststore.certificates" in out:
+        _inline_pem(out, "ssl.truststore.type", "ssl.truststore.certificates", prefix)
         out["ssl.ca.pem"] = out.pop("ssl.truststore.certificates")
+    inline_key = [k for k in ("ssl.keystore.certificate.chain", "ssl.keystore.key") if k in out]
+    if inline_key:
+        _inline_pem(out, "ssl.keystore.type", inline_key[0], prefix)
     if "ssl.keystore.certificate.chain" in out:
         out["ssl.certificate.pem"] = out.pop("ssl.keystore.certificate.chain")
     if "ssl.keystore.key" in out:
@@ -274,11 +285,11 @@ def translate(
             raise ConfigurationError(
                 prefix + "ssl.truststore.location", location, "a store this process can read"
             )
-        out["ssl.ca.pem"] = load_store(location, kind, password, "ca")
+        out["ssl.ca.pem"] = load_store(location, kind, password, "ca", None)
     if "ssl.keystore.location" in out:
         kind = _store_type(out, "ssl.keystore.type")
         out.pop("ssl.keystore.type", None)
-        if kind == "JKS":
+        if kind in ("JKS", "PEM"):
             if load_store is None:
                 raise ConfigurationError(
                     prefix + "ssl.keystore.location",
@@ -287,19 +298,42 @@ def translate(
                 )
             pem = load_store(
                 out.pop("ssl.keystore.location"), kind, out.pop("ssl.keystore.password", None),
-                "keystore",
+                "keystore", out.get("ssl.key.password"),
             )  # fmt: skip
-            cert, _, key = pem.partition("-----BEGIN PRIVATE KEY-----")
-            out["ssl.certificate.pem"] = cert.strip() + "\n"
-            out["ssl.key.pem"] = "-----BEGIN PRIVATE KEY-----" + key
-            out.pop("ssl.key.password", None)  # the key comes out of the store in clear
-        elif kind != "PKCS12":
+            key = _KEY_BLOCK.search(pem)
+            if key is None:  # the loader checked; a stub may not have
+                raise ConfigurationError(
+                    prefix + "ssl.keystore.location", None, "a keystore holding a private key"
+                )
+            out["ssl.certificate.pem"] = pem[: key.start()].strip() + "\n"
+            out["ssl.key.pem"] = key.group() + "\n"
+            if kind == "JKS":
+                out.pop("ssl.key.password", None)  # the key comes out of the store in clear
+        elif kind != "PKCS12":  # PKCS12: librdkafka reads it from the location
             raise ConfigurationError(
                 prefix + "ssl.keystore.type",
                 kind,
-                "'JKS' or 'PKCS12'",
-                f"For PEM keys set {prefix}ssl.keystore.certificate.chain and "
-                f"{prefix}ssl.keystore.key (or librdkafka's {prefix}ssl.certificate.location "
-                f"and {prefix}ssl.key.location).",
+                "'JKS', 'PKCS12' or 'PEM'",
+                f"As in Kafka's Java client; for PEM text set {prefix}ssl.keystore.certificate."
+                f"chain and {prefix}ssl.keystore.key instead of a location.",
             )
     return out
+
+
+_KEY_BLOCK = re.compile(
+    r"-----BEGIN ((?:[A-Z]+ )*)PRIVATE KEY-----.+?-----END \1PRIVATE KEY-----", re.DOTALL
+)
+
+
+def _inline_pem(out: dict[str, str], type_key: str, given: str, prefix: str) -> None:
+    """Kafka's Java client takes inline certificates and keys only with their store's type
+    set to PEM (and refuses them otherwise): that type is dropped, any other refused."""
+    kind = out.pop(type_key, "PEM").strip().upper()
+    if kind != "PEM":
+        raise ConfigurationError(
+            prefix + type_key,
+            kind,
+            f"'PEM' (or no value) with {prefix}{given}",
+            f"Inline certificates and keys are PEM text; remove {prefix}{type_key} or set it "
+            "to 'PEM'.",
+        )

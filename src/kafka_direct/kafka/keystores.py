@@ -31,6 +31,7 @@ _PEM_CERT = re.compile(r"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----
 _lock = threading.Lock()
 _cache: dict[tuple[str, ...], str] = {}
 _PASSWORD_ENV = "KAFKA_DIRECT_STOREPASS"
+_KEY_PASSWORD_ENV = "KAFKA_DIRECT_KEYPASS"
 
 
 def _option(what: str) -> str:
@@ -54,21 +55,26 @@ def _keytool(what: str, path: str) -> str:
     return found
 
 
-def _run(args: list[str], password: str | None, what: str, path: str) -> str:
+def _run(
+    args: list[str], password: str | None, what: str, path: str, key_password: str | None = None
+) -> str:
     env = dict(os.environ)
     env[_PASSWORD_ENV] = password or ""
+    env[_KEY_PASSWORD_ENV] = key_password or ""
     proc = subprocess.run(
         args, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
         check=False,
     )  # fmt: skip
     if proc.returncode != 0:
         said = " ".join((proc.stdout + proc.stderr).split())[:300]
-        if password:
-            said = said.replace(password, REDACTED)
+        for secret in (password, key_password):
+            if secret:
+                said = said.replace(secret, REDACTED)
         raise ConfigurationError(
             _option(what),
             path,
-            "a store keytool can open with the password given",
+            "a store keytool can open with the password given (and, for a key whose password "
+            "differs from the store's, kafka.ssl.key.password)",
             f"keytool said: {said}",
         )
     return proc.stdout
@@ -90,7 +96,42 @@ def _certificates(path: str, kind: str, password: str | None) -> str:
     return "\n".join(certs) + "\n"
 
 
-def _keystore(path: str, kind: str, password: str | None) -> str:
+_PEM_KEY = re.compile(
+    r"-----BEGIN ((?:[A-Z]+ )*)PRIVATE KEY-----.+?-----END \1PRIVATE KEY-----", re.DOTALL
+)
+
+
+def _pem_keystore(path: str) -> str:
+    """A PEM keystore file (Kafka's ``ssl.keystore.type=PEM``): its certificate chain, then its
+    private key as it is (encrypted or not: ``ssl.key.password`` opens it, as in Java)."""
+    text = Path(path).read_text(encoding="ascii", errors="replace")
+    certs = _PEM_CERT.findall(text)
+    key = _PEM_KEY.search(text)
+    if not certs or key is None:
+        raise ConfigurationError(
+            "kafka.ssl.keystore.location",
+            path,
+            "a PEM file holding a certificate chain and its private key",
+        )
+    return "\n".join(certs) + "\n" + key.group() + "\n"
+
+
+def _key_alias(path: str, kind: str, password: str | None) -> str:
+    """The alias of the keystore's first private key entry (``keytool -list``)."""
+    args = [_keytool("keystore", path), "-list", "-keystore", path, "-storetype", kind,
+            "-storepass:env", _PASSWORD_ENV]  # fmt: skip
+    for line in _run(args, password, "keystore", path).splitlines():
+        alias, _, rest = line.partition(", ")
+        if "PrivateKeyEntry" in rest:
+            return alias
+    raise ConfigurationError(
+        "kafka.ssl.keystore.location", path, "a keystore holding a private key and its certificate"
+    )
+
+
+def _keystore(path: str, kind: str, password: str | None, key_password: str | None) -> str:
+    if kind == "PEM":
+        return _pem_keystore(path)
     try:
         from cryptography.hazmat.primitives import serialization
         from cryptography.hazmat.primitives.serialization import pkcs12
@@ -110,7 +151,12 @@ def _keystore(path: str, kind: str, password: str | None) -> str:
             "-srckeystore", path, "-srcstoretype", kind, "-srcstorepass:env", _PASSWORD_ENV,
             "-destkeystore", p12, "-deststoretype", "PKCS12", "-deststorepass:env", _PASSWORD_ENV,
         ]  # fmt: skip
-        _run(args, password, "keystore", path)
+        if key_password and key_password != password:
+            # Java opens the key with ssl.key.password; keytool takes a key password that
+            # differs from the store's only for one named entry.
+            args += ["-srcalias", _key_alias(path, kind, password),
+                     "-srckeypass:env", _KEY_PASSWORD_ENV]  # fmt: skip
+        _run(args, password, "keystore", path, key_password)
         data = Path(p12).read_bytes()
     key, cert, chain = pkcs12.load_key_and_certificates(
         data, password.encode() if password else None
@@ -130,9 +176,11 @@ def _keystore(path: str, kind: str, password: str | None) -> str:
     return "".join(pems) + key_pem
 
 
-def load_store(path: str, kind: str, password: str | None, what: str) -> str:
+def load_store(
+    path: str, kind: str, password: str | None, what: str, key_password: str | None = None
+) -> str:
     """PEM text of a store: its certificates (``what`` "ca"), or a keystore's chain then its
-    private key in clear (``what`` "keystore")."""
+    private key (``what`` "keystore"; in clear, but for a PEM file's, which stays as it is)."""
     try:
         stat = os.stat(path)
     except OSError as exc:
@@ -144,13 +192,16 @@ def load_store(path: str, kind: str, password: str | None, what: str) -> str:
             "the query is defined (the driver); kafka_direct then sends executors what they "
             "need inline.",
         ) from None
-    secret = hashlib.sha256((password or "").encode()).hexdigest()
+    secret = hashlib.sha256(f"{password or ''}\0{key_password or ''}".encode()).hexdigest()
     key = (path, kind, what, str(stat.st_size), str(stat.st_mtime_ns), secret)
     with _lock:
         cached = _cache.get(key)
     if cached is not None:
         return cached
-    pem = _certificates(path, kind, password) if what == "ca" else _keystore(path, kind, password)
+    if what == "ca":
+        pem = _certificates(path, kind, password)
+    else:
+        pem = _keystore(path, kind, password, key_password)
     with _lock:
         _cache[key] = pem
     return pem

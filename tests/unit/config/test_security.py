@@ -23,6 +23,9 @@ OIDC = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHan
 B = {"bootstrap.servers": "b:9092"}
 CA = "-----BEGIN CERTIFICATE-----\nCA\n-----END CERTIFICATE-----\n"
 KEY = "-----BEGIN PRIVATE KEY-----\nKEY-s3cr3t\n-----END PRIVATE KEY-----\n"
+ENCRYPTED = (
+    "-----BEGIN ENCRYPTED PRIVATE KEY-----\nKEY-s3cr3t\n-----END ENCRYPTED PRIVATE KEY-----\n"
+)
 
 
 def jaas(module: str, **options: str) -> str:
@@ -33,11 +36,13 @@ class Stores:
     """A store loader that records what it was asked."""
 
     def __init__(self) -> None:
-        self.asked: list[tuple[str, str, str | None, str]] = []
+        self.asked: list[tuple[str, str, str | None, str, str | None]] = []
 
-    def __call__(self, path: str, kind: str, password: str | None, what: str) -> str:
-        self.asked.append((path, kind, password, what))
-        return CA if what == "ca" else CA + KEY
+    def __call__(
+        self, path: str, kind: str, password: str | None, what: str, key_password: str | None
+    ) -> str:
+        self.asked.append((path, kind, password, what, key_password))
+        return CA if what == "ca" else CA + (ENCRYPTED if kind == "PEM" else KEY)
 
 
 @pytest.mark.parametrize(
@@ -87,6 +92,23 @@ class Stores:
             id="unsecured JWT",
         ),
         pytest.param(
+            {"sasl.jaas.config": jaas(OAUTH, unsecuredLoginLifetimeSeconds="600",
+                                      unsecuredLoginStringClaim_sub="alice",
+                                      unsecuredLoginListClaim_scope="|read|write",
+                                      unsecuredLoginExtension_traceId="abc")},
+            {"sasl.mechanism": "OAUTHBEARER", "enable.sasl.oauthbearer.unsecure.jwt": "true",
+             "sasl.oauthbearer.config":
+                 "principal=alice lifeSeconds=600 scope=read,write extension_traceId=abc"},
+            id="unsecured JWT with its lifetime, scope list and extensions",
+        ),
+        pytest.param(
+            {"sasl.jaas.config": f'{KRB5} required useKeyTab=true keyTab="/k.tab" '
+                                 'serviceName="kafka-prod";'},
+            {"sasl.mechanism": "GSSAPI", "sasl.kerberos.keytab": "/k.tab",
+             "sasl.kerberos.service.name": "kafka-prod"},
+            id="Kerberos service name from the login module",
+        ),
+        pytest.param(
             {"sasl.jaas.config": f'{KRB5} required useKeyTab=true keyTab="/k.tab" '
                                  'principal="svc@REALM";'},
             {"sasl.mechanism": "GSSAPI", "sasl.kerberos.keytab": "/k.tab",
@@ -107,9 +129,36 @@ class Stores:
             {"ssl.truststore.certificates": CA}, {"ssl.ca.pem": CA}, id="inline truststore"
         ),
         pytest.param(
+            {"ssl.truststore.certificates": CA, "ssl.truststore.type": "PEM"}, {"ssl.ca.pem": CA},
+            id="inline truststore with its type, as the Java client requires",
+        ),
+        pytest.param(
             {"ssl.keystore.certificate.chain": CA, "ssl.keystore.key": KEY},
             {"ssl.certificate.pem": CA, "ssl.key.pem": KEY},
             id="inline PEM keystore",
+        ),
+        pytest.param(
+            {"ssl.keystore.certificate.chain": CA, "ssl.keystore.key": ENCRYPTED,
+             "ssl.keystore.type": "pem", "ssl.key.password": PW},
+            {"ssl.certificate.pem": CA, "ssl.key.pem": ENCRYPTED, "ssl.key.password": PW},
+            id="inline encrypted PEM key with its type and password",
+        ),
+        pytest.param(
+            {"ssl.keystore.location": "/ks.pem", "ssl.keystore.type": "PEM",
+             "ssl.key.password": PW},
+            {"ssl.certificate.pem": CA, "ssl.key.pem": ENCRYPTED, "ssl.key.password": PW},
+            id="PEM keystore file: inline, its key as written",
+        ),
+        pytest.param(
+            {"sasl.jaas.config": f"{PLAIN} required username='svc' password='{PW}';"},
+            {"sasl.mechanism": "PLAIN", "sasl.username": "svc", "sasl.password": PW},
+            id="single-quoted values, as Java's tokenizer takes them",
+        ),
+        pytest.param(
+            {"sasl.jaas.config": f"{PLAIN} required /* svc */ username=\"svc\" // login\n"
+                                 f" password=\"{PW}\\t\\101\";"},
+            {"sasl.mechanism": "PLAIN", "sasl.username": "svc", "sasl.password": PW + "\tA"},
+            id="comments, and Java's escapes in quoted values",
         ),
         pytest.param(
             {"ssl.truststore.location": "/ts.jks", "ssl.truststore.password": PW},
@@ -144,10 +193,13 @@ def test_stores_are_opened_with_their_type_and_password() -> None:
               load_store=stores)  # fmt: skip
     translate({"ssl.keystore.location": "/ks.jks", "ssl.keystore.password": PW},
               load_store=stores)  # fmt: skip
+    translate({"ssl.keystore.location": "/ks.jks", "ssl.keystore.password": PW,
+               "ssl.key.password": "k3y-pa55"}, load_store=stores)  # fmt: skip
     assert stores.asked == [
-        ("/ts.p12", "PKCS12", PW, "ca"),
-        ("/ts.pem", "PEM", None, "ca"),
-        ("/ks.jks", "JKS", PW, "keystore"),
+        ("/ts.p12", "PKCS12", PW, "ca", None),
+        ("/ts.pem", "PEM", None, "ca", None),
+        ("/ks.jks", "JKS", PW, "keystore", None),
+        ("/ks.jks", "JKS", PW, "keystore", "k3y-pa55"),  # a key password of its own
     ]
 
 
@@ -179,8 +231,24 @@ def test_stores_are_opened_with_their_type_and_password() -> None:
         pytest.param({"sasl.jaas.config": jaas(PLAIN, username="u", password=PW),
                       "sasl.password": PW},
                      "kafka.sasl.password", "not both", id="JAAS and librdkafka's keys"),
-        pytest.param({"ssl.keystore.location": "/k", "ssl.keystore.type": "PEM"},
-                     "kafka.ssl.keystore.type", "'JKS' or 'PKCS12'", id="a PEM keystore file"),
+        pytest.param({"ssl.keystore.location": "/k", "ssl.keystore.type": "BCFKS"},
+                     "kafka.ssl.keystore.type", "'JKS', 'PKCS12' or 'PEM'",
+                     id="a keystore type librdkafka cannot be given"),
+        pytest.param({"ssl.truststore.certificates": CA, "ssl.truststore.type": "JKS"},
+                     "kafka.ssl.truststore.type", "'PEM' (or no value)",
+                     id="inline certificates of another type"),
+        pytest.param({"ssl.keystore.key": KEY, "ssl.keystore.certificate.chain": CA,
+                      "ssl.keystore.type": "PKCS12"},
+                     "kafka.ssl.keystore.type", "'PEM' (or no value)",
+                     id="an inline key of another type"),
+        pytest.param({"sasl.jaas.config": jaas(OAUTH, unsecuredLoginStringClaim_sub="a b")},
+                     "kafka.sasl.jaas.config", "without spaces", id="unsecured sub with a space"),
+        pytest.param({"sasl.jaas.config": jaas(OAUTH, unsecuredLoginStringClaim_sub="a",
+                                               unsecuredLoginStringClaim_iss="me")},
+                     "kafka.sasl.jaas.config", "unsecuredLoginStringClaim_iss",
+                     id="an unsecured claim librdkafka cannot add"),
+        pytest.param({"sasl.jaas.config": f"{PLAIN} required username='u' password='{PW};"},
+                     "kafka.sasl.jaas.config", "no closing quote", id="an unclosed quote"),
     ],
 )  # fmt: skip
 def test_refusals_name_the_option_and_never_the_secret(
@@ -234,6 +302,12 @@ def test_parse_jaas_keeps_every_option() -> None:
     entry = parse_jaas(f'{PLAIN} required username="a b" password={PW} other="x=y";')
     assert entry.module == PLAIN
     assert dict(entry.options) == {"username": "a b", "password": PW, "other": "x=y"}
+
+
+def test_a_parsed_jaas_line_never_shows_its_password() -> None:
+    entry = parse_jaas(f'{PLAIN} required username="u" password="{PW}";')
+    assert PW not in repr(entry) and PW not in str(entry)
+    assert entry.options["password"] == PW
 
 
 # ---------------------------------------------------------------------------------- oauthProvider

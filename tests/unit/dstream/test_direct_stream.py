@@ -509,6 +509,35 @@ def test_batch_frame_reads_exactly_the_ranges_through_the_batch_source() -> None
     }
 
 
+def test_a_translated_pkcs12_keystore_reaches_each_batch_as_pkcs12() -> None:
+    # Regression (review): kafkaParams arrive translated, where a PKCS#12 keystore keeps its
+    # location and loses its type; each batch's source translated them again, took the Java
+    # default (JKS) and ran keytool over a .p12 in every batch's planner.
+    from kafka_direct.config.security import translate
+    from kafka_direct.dstream.kafka_utils import batch_frame
+
+    given = {"bootstrap.servers": "b", "ssl.keystore.location": "/ks.p12",
+             "ssl.keystore.type": "PKCS12", "ssl.keystore.password": "pw"}  # fmt: skip
+    spark = FakeSpark()
+    batch_frame(spark, translate(given), [OffsetRange("t", 0, 0, 3)], {})
+    options = spark.loads[0].options
+    assert options["kafka.ssl.keystore.type"] == "PKCS12"
+    read_again = {k.removeprefix("kafka."): v for k, v in options.items() if k.startswith("kafka.")}
+    assert translate(read_again)["ssl.keystore.location"] == "/ks.p12"  # no store loader asked
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["kafka.ssl.key.pem", "kafka.sasl.password", "kafka.some.unknown.setting", "ssl.key.pem"],
+)
+def test_a_refused_source_option_never_shows_a_secret(key: str) -> None:
+    secret = "-----BEGIN PRIVATE KEY-----s3cr3t-key"
+    with pytest.raises(ConfigurationError) as info:
+        create(sourceOptions={key: secret})
+    assert info.value.option == f"sourceOptions['{key}']"
+    assert "s3cr3t" not in str(info.value) and "s3cr3t" not in repr(info.value.value)
+
+
 def test_batch_frame_of_an_empty_batch_touches_no_kafka() -> None:
     from kafka_direct.dstream.kafka_utils import batch_frame
 

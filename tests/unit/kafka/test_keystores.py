@@ -90,3 +90,41 @@ def test_a_wrong_password_is_refused_without_showing_it(stores: dict[str, Path])
 def test_a_missing_store_says_where_it_must_be(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="must be readable where the query is defined"):
         load_store(str(tmp_path / "nope.jks"), "JKS", PW, "ca")
+
+
+def test_a_jks_key_with_its_own_password_is_opened_with_the_key_password(
+    tmp_path: Path,
+) -> None:
+    # The Java client opens such a key with kafka.ssl.key.password; keytool would stop and ask.
+    ks = tmp_path / "own-key-password.jks"
+    env = dict(os.environ, PW=PW, KP="k3y-s3cr3t")
+    subprocess.run(
+        [_keytool(), "-genkeypair", "-alias", "svc", "-keyalg", "RSA", "-keysize", "2048",
+         "-dname", "CN=svc", "-validity", "2", "-keystore", str(ks), "-storetype", "JKS",
+         "-storepass:env", "PW", "-keypass:env", "KP"],
+        env=env, capture_output=True, check=True,
+    )  # fmt: skip
+    pem = load_store(str(ks), "JKS", PW, "keystore", "k3y-s3cr3t")
+    assert "-----BEGIN PRIVATE KEY-----" in pem
+    from cryptography import x509
+
+    assert x509.load_pem_x509_certificate(pem.encode()).subject.rfc4514_string() == "CN=svc"
+    with pytest.raises(ConfigurationError) as info:
+        load_store(str(ks), "JKS", PW, "keystore", "wr0ng-k3y")
+    assert "kafka.ssl.key.password" in str(info.value)
+    assert "wr0ng-k3y" not in str(info.value) and PW not in str(info.value)
+
+
+def test_a_pem_keystore_file_gives_its_chain_and_its_key_as_written(
+    stores: dict[str, Path], tmp_path: Path
+) -> None:
+    key = "-----BEGIN ENCRYPTED PRIVATE KEY-----\nMIIB\n-----END ENCRYPTED PRIVATE KEY-----"
+    path = tmp_path / "client-keystore.pem"
+    path.write_text(stores["cert"].read_text() + key + "\n")
+    pem = load_store(str(path), "PEM", None, "keystore", "any")
+    assert pem.index("-----BEGIN CERTIFICATE-----") < pem.index(key)
+    assert pem.count("PRIVATE KEY-----") == 2  # one key, untouched: ssl.key.password opens it
+    lone = tmp_path / "no-key.pem"
+    lone.write_text(stores["cert"].read_text())
+    with pytest.raises(ConfigurationError, match="private key"):
+        load_store(str(lone), "PEM", None, "keystore", None)
