@@ -94,6 +94,8 @@ class TransactionalProducer(PythonBatchProducer):
     def __init__(self, config: Mapping[str, str]) -> None:
         super().__init__(config)
         self.transactional_id = config["transactional.id"]
+        #: An abort that did not finish: the transaction's outcome lies with the coordinator.
+        self._unsettled = False
 
     def _txn(self, what: str, fn: Callable[..., T], *args: Any, access: Access | None = None) -> T:
         try:
@@ -164,7 +166,25 @@ class TransactionalProducer(PythonBatchProducer):
         try:
             self._producer.abort_transaction(timeout_s)
         except KafkaException as exc:
+            self._unsettled = True
             log.debug("Aborting the transaction of '%s' failed: %r", self.transactional_id, exc)
+
+    def close(self) -> None:
+        """As the batch producer's, but after an abort that did not finish the client is dropped
+        unclosed: confluent-kafka's ``close()`` aborts again and flushes, each with no time
+        limit, so a cluster gone away held the failing task until it came back (measured: as
+        long as a broker stayed stopped). Dropped, the client is destroyed at once, and the
+        coordinator aborts the transaction itself (the next attempt's ``init_transactions``, or
+        ``kafka.transaction.timeout.ms``)."""
+        if not self._unsettled:
+            super().close()
+            return
+        self.abort()  # what is queued or in flight goes nowhere
+        log.info(
+            "Dropping the producer of '%s' without closing it: its transaction's abort did not "
+            "finish, and the coordinator will abort it",
+            self.transactional_id,
+        )
 
 
 _FENCED_CODES = {"_FENCED", "PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH"}
