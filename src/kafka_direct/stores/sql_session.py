@@ -10,6 +10,7 @@ offsets the winning writer stored.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from typing import Any
 
@@ -20,6 +21,8 @@ __all__ = ["Connection", "StoreSession"]
 
 #: A DB-API 2.0 connection. The standard has no typing, and the three drivers share no base class.
 Connection = Any
+
+log = logging.getLogger(__name__)
 
 
 class OffsetMismatch(Exception):
@@ -69,12 +72,16 @@ class StoreSession:
         new: int,
         *,
         insert_if_absent: bool = False,
+        allow_gap: bool = False,
     ) -> None:
         """Move ``tp`` from ``expected`` to ``new``, or raise (internally) a conflict.
 
         ``expected=None`` means "never stored": the row is inserted, and the primary key makes
         a concurrent first insert fail. ``insert_if_absent`` also inserts when nothing is stored
-        although an offset was expected (a first batch that starts mid-log).
+        although an offset was expected (a first batch that starts mid-log). ``allow_gap`` also
+        moves a stored offset below ``expected``: offsets planned past records that were lost
+        (``failOnDataLoss=False``), where no other writer can have left the store (offsets only
+        move forward), as the structured streams' helper accepts it.
         """
         d, table, cur = self.dialect, self.table, self.cursor
         key = (group, tp.topic, tp.partition)
@@ -95,6 +102,16 @@ class StoreSession:
                 return
             if row is not None and int(row[0]) == expected and new == expected:
                 return
+            if row is not None and allow_gap and int(row[0]) < expected:
+                stored = int(row[0])
+                cur.execute(d.conditional_update(table), (new, *key, stored))
+                if cur.rowcount == 1 or new == stored:
+                    log.warning(
+                        "Group '%s': %s stood at offset %d and this batch starts at %d; offsets "
+                        "%d to %d were skipped when the batch was planned (failOnDataLoss=False)",
+                        group, tp, stored, expected, stored, expected - 1,
+                    )  # fmt: skip
+                    return
         except Exception as exc:
             if is_conflict_error(exc):
                 # A concurrent writer inserted the row first, or the database broke a deadlock

@@ -182,14 +182,16 @@ class SqlOffsetStore(OffsetStore):
         ``untilOffset`` (a partition never stored is inserted, guarded by the primary key).
         If any partition is elsewhere, nothing runs: the transaction is rolled back and
         :class:`~kafka_direct.errors.OffsetConflictError` names the partition, the stored
-        offset and the batch's start. Then the body writes the batch's results through the
-        cursor; leaving the block commits both, an exception rolls both back and propagates.
-        Do not commit or roll back the cursor's connection yourself.
+        offset and the batch's start. A stored offset *below* the batch's start moves too, with
+        a warning: the stream planned past records that were lost (``failOnDataLoss=False``).
+        Then the body writes the batch's results through the cursor; leaving the block commits
+        both, an exception rolls both back and propagates. Do not commit or roll back the
+        cursor's connection yourself.
         """
         spans = _spans(ranges)
         with self.session() as s:
             for tp, (start, end) in sorted(spans.items()):
-                s.advance(group, tp, start, end, insert_if_absent=True)
+                s.advance(group, tp, start, end, insert_if_absent=True, allow_gap=True)
             yield s.cursor
 
     @contextmanager

@@ -5,6 +5,7 @@ store (an in-process file). PostgreSQL, MariaDB and Kafka are in tests/integrati
 from __future__ import annotations
 
 import json
+import logging
 import pickle
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -256,4 +257,23 @@ def test_generic_constructor_with_a_plain_dbapi_factory(tmp_path: Path) -> None:
     check = sqlite3.connect(path)
     assert check.execute("SELECT v FROM out").fetchall() == [(1,)]
     check.close()
+    store.close()
+
+
+def test_a_transaction_past_lost_offsets_moves_the_store_and_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Regression (review): a stream with failOnDataLoss=False plans past records that aged out
+    # (stored 10, the log now starts at 25); the transaction refused the range on every retry
+    # and every restart, so the stream never moved again.
+    store = SqlOffsetStore.sqlite(tmp_path / "o.db")
+    store.save("g", [OffsetRange("t", 0, 0, 10)])
+    with caplog.at_level(logging.WARNING), store.transaction("g", [OffsetRange("t", 0, 25, 30)]):
+        pass
+    assert store.load("g") == {TP0: 30}
+    assert "offsets 10 to 24 were skipped" in caplog.text
+    # A store ahead of the range is still a conflict (another writer, or a replay).
+    with pytest.raises(OffsetConflictError), store.transaction("g", [OffsetRange("t", 0, 25, 40)]):
+        pass
+    assert store.load("g") == {TP0: 30}
     store.close()

@@ -174,9 +174,7 @@ class BaseReceiver:
         try:
             self._report(self.status)
         except OSError as exc:  # a status report must never stop the receiver
-            self._warnings.log(
-                self._log, logging.WARNING, "status", "Status not written: %s", exc
-            )
+            self._warnings.log(self._log, logging.WARNING, "status", "Status not written: %s", exc)
 
 
 def is_fatal(exc: BaseException) -> bool:
