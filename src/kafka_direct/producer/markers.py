@@ -136,8 +136,17 @@ class Marker:
             fields = json.loads(metadata)
         except ValueError:
             return None
-        if not isinstance(fields, dict) or fields.get("v") != MARKER_VERSION:
+        if not isinstance(fields, dict) or "v" not in fields:
             return None
+        if fields["v"] != MARKER_VERSION:
+            # A marker of another kafka_direct release (a downgrade, or a cluster mid-upgrade):
+            # read as "nothing committed" it would write a committed task again.
+            raise MarkerMismatchError(
+                f"A task's marker has format version {fields['v']!r}, which this kafka_direct "
+                f"(version {MARKER_VERSION}) cannot read: a newer kafka_direct committed it. "
+                "Run every worker on that release (or a newer one) before the query goes on; "
+                "nothing was written."
+            )
         batch, write, digest = fields.get("batch"), fields.get("write"), fields.get("digest")
         return cls(
             records=int(fields.get("records", 0)),
