@@ -36,6 +36,7 @@ import importlib.util
 import logging
 import os
 import select
+import socket
 import struct
 import sys
 import time
@@ -95,17 +96,50 @@ def _peek_next(stream: Any, wait_s: float) -> bytes | None:
             ahead = b""
     finally:
         os.set_blocking(fd, blocking)
-    if ahead:
-        return bytes(ahead)
-    # Empty: at end of file, or nothing sent yet. A readable descriptor tells which.
     deadline = time.monotonic() + wait_s
-    while True:
+    # Empty: at end of file, or nothing sent yet; a readable descriptor tells which.
+    while not ahead:
         left = deadline - time.monotonic()
         if left <= 0:
             return None
         readable, _, _ = select.select([fd], [], [], left)
         if readable:
-            return bytes(stream.peek(len(END_OF_STREAM)))
+            ahead = stream.peek(len(END_OF_STREAM))
+            if not ahead:
+                return b""
+    # A part of the finish signal: the JVM's write may have been cut inside it. The reader's
+    # peek returns what it buffered without reading more, so the rest is looked for in the
+    # socket itself, without consuming it.
+    buffered = bytes(ahead)
+    while _part_of_signal(buffered):
+        rest = _socket_peek(fd, len(END_OF_STREAM) - len(buffered))
+        whole = buffered + (rest or b"")
+        if not rest or not _part_of_signal(whole) or time.monotonic() >= deadline:
+            return whole  # no socket, the end of file, the whole signal or not the signal
+        time.sleep(0.001)
+    return buffered
+
+
+def _part_of_signal(ahead: bytes) -> bool:
+    return len(ahead) < len(END_OF_STREAM) and END_OF_STREAM.startswith(ahead)
+
+
+def _socket_peek(fd: int, size: int) -> bytes | None:
+    """Up to ``size`` bytes waiting in the socket behind ``fd``, left in place (``MSG_PEEK``):
+    b"" at its end; None when it is no socket, or nothing came within a second."""
+    try:
+        sock = socket.socket(fileno=os.dup(fd))
+    except OSError:
+        return None
+    try:
+        readable, _, _ = select.select([sock], [], [], 1.0)
+        if not readable:
+            return None
+        return sock.recv(size, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+    except OSError:  # BlockingIOError included
+        return None
+    finally:
+        sock.close()
 
 
 def input_end(wait_s: float = WAIT_S) -> InputEnd:

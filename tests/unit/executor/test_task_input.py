@@ -93,6 +93,21 @@ def test_a_late_signal_is_waited_for(pair: tuple[socket.socket, io.BufferedReade
     assert time.monotonic() - started < 10
 
 
+def test_a_signal_cut_inside_by_the_jvms_write_is_read_whole(
+    pair: tuple[socket.socket, io.BufferedReader],
+) -> None:
+    # Regression (review): a peek returned the two bytes already there, and the task gave up
+    # on a complete input (UNKNOWN: an exactly-once task aborted and failed).
+    jvm, reader = pair
+    jvm.sendall(END_OF_STREAM[:2])
+    timer = threading.Timer(0.3, jvm.sendall, args=(END_OF_STREAM[2:],))
+    timer.start()
+    try:
+        assert _worker("process")(reader, lambda: input_end(wait_s=10)) is InputEnd.COMPLETE
+    finally:
+        timer.join()
+
+
 def test_the_stream_stays_blocking(pair: tuple[socket.socket, io.BufferedReader]) -> None:
     _, reader = pair
     _worker("process")(reader, lambda: input_end(wait_s=0.05))
