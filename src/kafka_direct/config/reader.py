@@ -156,6 +156,20 @@ def _load_store(
     return load_store(path, kind, password, what, key_password)
 
 
+#: What stands for a store's PEM where no client is built (``read_stores=False``): not a
+#: certificate or a key any TLS library accepts, so a client built on it would fail loudly.
+UNREAD_STORE = (
+    "-----BEGIN CERTIFICATE-----\nbm90IHJlYWQ=\n-----END CERTIFICATE-----\n"
+    "-----BEGIN PRIVATE KEY-----\nbm90IHJlYWQ=\n-----END PRIVATE KEY-----\n"
+)
+
+
+def _unread_store(
+    path: str, kind: str, password: str | None, what: str, key_password: str | None
+) -> str:
+    return UNREAD_STORE
+
+
 def kafka_params(
     params: Mapping[str, str],
     *,
@@ -164,6 +178,7 @@ def kafka_params(
     prefix: str = "kafka.",
     bootstrap_fix: str = "Set .option('kafka.bootstrap.servers', 'host1:9092,host2:9092').",
     oauth_provider: str | None = None,
+    read_stores: bool = True,
 ) -> KafkaConfig:
     """Judge librdkafka settings (names without ``prefix``, as the user wrote them with it).
 
@@ -172,6 +187,8 @@ def kafka_params(
     Values are kept verbatim; a secret's value never appears in a message. ``oauth_provider``
     names a token function (the ``oauthProvider`` option, :mod:`kafka_direct.config.oauth`);
     one already written into ``sasl.oauthbearer.config`` is checked the same way.
+    ``read_stores=False`` leaves key and trust stores unread (placeholders stand for their
+    PEM): for a process that builds no client with these settings.
     """
     for name, value in params.items():
         reason = owned.get(name)
@@ -182,7 +199,8 @@ def kafka_params(
     if spec is not None:
         params = with_provider(params, spec, prefix=prefix, option=OAUTH_OPTION)
     # A Spark job's Java-client security settings, as librdkafka takes them (config.security).
-    params = translate_security(params, prefix=prefix, load_store=_load_store)
+    loader = _load_store if read_stores else _unread_store
+    params = translate_security(params, prefix=prefix, load_store=loader)
     refuse_jvm_settings(params, prefix=prefix)
     if not params.get("bootstrap.servers", "").strip():
         raise ConfigurationError(

@@ -125,8 +125,9 @@ class SinkOptions:
         return self.kafka["bootstrap.servers"]
 
 
-def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
-    """Validate every sink option; raise :class:`ConfigurationError` on the first problem."""
+def parse_sink_options(raw: Mapping[str, str], *, read_stores: bool = True) -> SinkOptions:
+    """Validate every sink option; raise :class:`ConfigurationError` on the first problem.
+    ``read_stores=False``: key and trust stores are not read (no client is built)."""
     opts = OptionReader(raw, SINK_OPTION_DEFAULTS, "sink")
     opts.refuse_near_misses()
     exactly_once = (
@@ -142,6 +143,7 @@ def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
         owned=SINK_OWNED_KAFKA_KEYS,
         owner="sink",
         oauth_provider=opts.get("oauthProvider") or None,
+        read_stores=read_stores,
     )
     if exactly_once:
         _check_exactly_once(kafka)

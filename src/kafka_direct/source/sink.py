@@ -126,8 +126,10 @@ def build_settings(
     """Everything a write task needs, checked (see the module docstring). ``stream``: for
     ``writeStream`` (the transactional id prefix may come from the checkpoint location).
     ``ask_cluster=False`` skips the checks that ask the cluster (the options are checked all
-    the same): for a writer built only to commit or abort a micro-batch whose tasks ran."""
-    opts = parse_sink_options(options)
+    the same): for a writer built only to commit or abort a micro-batch whose tasks ran, which
+    builds no client either, so its key and trust stores are not read (``keytool`` is a JVM
+    start, in a process Spark starts afresh for every micro-batch's commit)."""
+    opts = parse_sink_options(options, read_stores=ask_cluster)
     fields = [(f.name, f.dataType.simpleString()) for f in schema.fields]
     columns = plan_columns(fields, opts.topic)
     warning = ignored_columns_warning(columns)

@@ -9,6 +9,7 @@ names the option the message must name, and a phrase that says why or what to do
 from __future__ import annotations
 
 import pickle
+from pathlib import Path
 
 import pytest
 
@@ -253,3 +254,26 @@ def test_connection_config_leaves_out_producer_only_settings() -> None:
 def test_options_pickle() -> None:
     opts = parse_sink_options({**BASE, "kafka.sasl.password": "p"})
     assert pickle.loads(pickle.dumps(opts)) == opts
+
+
+def test_a_writer_built_only_to_commit_reads_no_store(tmp_path: Path) -> None:
+    # Spark starts a fresh Python process for every micro-batch's commit of a Python streaming
+    # sink, and it builds no client: reading a JKS truststore there was a keytool JVM per
+    # micro-batch. The store here does not exist, so any read would fail.
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    from kafka_direct.config.reader import UNREAD_STORE
+    from kafka_direct.source.sink import build_settings
+
+    options = {
+        "kafka.bootstrap.servers": "b:9092",
+        "topic": "t",
+        "kafka.security.protocol": "SSL",
+        "kafka.ssl.truststore.location": str(tmp_path / "truststore.jks"),
+        "kafka.ssl.truststore.password": "changeit",
+    }
+    schema = StructType([StructField("value", BinaryType())])
+    settings = build_settings(options, schema, stream=True, ask_cluster=False)
+    assert settings.producer_config["ssl.ca.pem"] in UNREAD_STORE
+    with pytest.raises(ConfigurationError, match="readable where the query is defined"):
+        build_settings(options, schema, stream=True, ask_cluster=True)
