@@ -8,7 +8,8 @@ One turn of the loop (:meth:`ShareReceiver.step`):
 1. ``poll``: the broker hands over a batch of records, each *acquired* (locked to this member)
    for the group's ``share.record.lock.duration.ms``;
 2. each record is checked: one delivered more than ``maxDeliveryAttempts`` times is rejected
-   unseen (every earlier holder died holding it); else ``recordCheck`` runs, if given, and a
+   unseen (every earlier delivery ended unlogged: a holder died, or a lock expired first);
+   else ``recordCheck`` runs, if given, and a
    record it refuses is released for another attempt, or rejected on its last one. A rejected
    record is named (topic, partition, offset, delivery count) in ``control/``;
 3. if the batch was held as long as the lock, it is not logged: the broker has handed it on
@@ -141,7 +142,13 @@ class ShareReceiver(BaseReceiver):
                 continue
             count = int(message.delivery_count() or 1)
             if count > self.config.max_delivery_attempts:
-                self._reject(message, count, "every earlier holder died before logging it")
+                self._reject(
+                    message,
+                    count,
+                    "every earlier delivery ended unlogged: its holder died, or its lock "
+                    "expired before the record was logged (a lock shorter than recordCheck "
+                    "and the write-ahead log's sync take)",
+                )
                 continue
             if not self._passes(message, count):
                 continue
