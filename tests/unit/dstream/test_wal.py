@@ -220,6 +220,22 @@ def test_a_wal_dir_of_another_group_is_refused(tmp_path: Path) -> None:
     assert info.value.value == str(tmp_path)
 
 
+def test_blocks_left_with_the_other_include_headers_are_refused_until_processed(
+    tmp_path: Path,
+) -> None:
+    # Regression (review): a restart with the other includeHeaders put blocks of both column
+    # sets in one batch, whose read failed at every restart.
+    BlockLog(str(tmp_path), "r1", durable=True).prepare("g", ["t"], headers=False)
+    _write(tmp_path, "r1", True, 3)
+    changed = BlockLog(str(tmp_path), "r2", durable=True)
+    with pytest.raises(ConfigurationError, match=r"'includeHeaders'.*Restart with that setting"):
+        changed.prepare("g", ["t"], headers=True)
+    same = BlockLog(str(tmp_path), "r3", durable=True)
+    same.prepare("g", ["t"], headers=False)
+    same.mark_done(same.pending())
+    BlockLog(str(tmp_path), "r4", durable=True).prepare("g", ["t"], headers=True)  # none left
+
+
 def test_a_wal_dir_the_driver_cannot_write_names_the_path_and_the_reason(tmp_path: Path) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")

@@ -113,7 +113,7 @@ class ReceiverKafkaStream(StreamLifecycle[ReceiverBatchInfo]):
         root = self.wal_dir or tempfile.mkdtemp(prefix="kafka-direct-blocks-")
         self.wal_dir = root
         self._log = BlockLog(root, self._run_id, durable=self.config.write_ahead_log)
-        self._log.prepare(self.config.group, self.config.topics)
+        self._log.prepare(self.config.group, self.config.topics, self.config.include_headers)
         supervisor = self._supervisor_factory(
             self._spark, self.config, root, self._run_id, on_failure=self._receiver_failed
         )

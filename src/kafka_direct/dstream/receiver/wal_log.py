@@ -78,16 +78,28 @@ class BlockLog:
         self.fs = fs or FileSystem()
         self._dirs = [BLOCKS] + ([] if durable else [volatile_dir(run)])
 
-    def prepare(self, group: str, topics: Sequence[str]) -> None:
-        """Create the layout, refuse a directory that holds another group's log, and check the
-        driver can write here. Raises :class:`ConfigurationError` naming ``walDir``."""
+    def prepare(self, group: str, topics: Sequence[str], headers: bool = False) -> None:
+        """Create the layout, refuse a directory that holds another group's log (or blocks
+        written with the other ``includeHeaders``), and check the driver can write here.
+        Raises :class:`ConfigurationError` naming ``walDir`` or ``includeHeaders``."""
         try:
             for sub in (BLOCKS, DONE, "control", *self._dirs):
                 self.fs.makedirs(os.path.join(self.root, sub))
             identity = os.path.join(self.root, _IDENTITY)
             if os.path.exists(identity):
                 with open(identity, encoding="utf-8") as f:
-                    owner = json.load(f).get("group")
+                    found = json.load(f)
+                owner = found.get("group")
+                written = found.get("headers")
+                if written is not None and bool(written) != headers and self.pending():
+                    # Left-over blocks carry the columns they were written with: one batch
+                    # over both kinds fails, at every restart.
+                    raise ConfigurationError(
+                        "includeHeaders",
+                        headers,
+                        f"{bool(written)}, as when the blocks left in {self.root} were logged",
+                        "Restart with that setting until they are processed, then change it.",
+                    )
                 if owner != group:
                     raise ConfigurationError(
                         "walDir",
@@ -98,7 +110,9 @@ class BlockLog:
                         "that stream's unprocessed records are no longer needed.",
                     )
             with open(identity, "w", encoding="utf-8") as f:
-                json.dump({"format": 1, "group": group, "topics": list(topics)}, f)
+                json.dump(
+                    {"format": 1, "group": group, "topics": list(topics), "headers": headers}, f
+                )
         except OSError as exc:
             raise ConfigurationError(
                 "walDir",
