@@ -70,22 +70,34 @@ def log(message: str) -> None:
 
 
 class Sampler(threading.Thread):
-    """Peak RSS of the query's Python workers (summed) and of the Spark JVM, every 50 ms."""
+    """Peak RSS of the query's Python workers (summed, and the largest one), of the Spark JVM,
+    and the most any one worker grew by over its own size before the query, every 50 ms.
 
-    def __init__(self) -> None:
+    A worker's growth is measured against itself: ``before`` holds each worker's RSS before
+    the query; one forked during it is measured against its daemon's RSS (a fork starts with
+    its parent's pages). The largest worker before and the largest during can be two processes
+    (a planner, a task's worker), so their difference is not what a task held."""
+
+    def __init__(self, before: dict[int, float] | None = None) -> None:
         super().__init__(daemon=True)
         self.python_peak = 0.0
         self.python_max_one = 0.0
+        self.python_max_growth = 0.0
         self.jvm_peak = 0.0
+        self._before = dict(before or {})
         self._stop_event = threading.Event()
 
     def run(self) -> None:
         from kafka_direct_bench.procstats import python_worker_pids, rss_mb
 
         while not self._stop_event.wait(0.05):
-            workers = [rss_mb(pid) or 0.0 for pid in python_worker_pids()]
-            self.python_peak = max(self.python_peak, sum(workers))
-            self.python_max_one = max([self.python_max_one, *workers])
+            sizes = {pid: rss_mb(pid) or 0.0 for pid in python_worker_pids()}
+            self.python_peak = max(self.python_peak, sum(sizes.values()))
+            self.python_max_one = max([self.python_max_one, *sizes.values()])
+            for pid, size in sizes.items():
+                if pid not in self._before:
+                    self._before[pid] = _parent_rss(pid) or size
+                self.python_max_growth = max(self.python_max_growth, size - self._before[pid])
             self.jvm_peak = max(self.jvm_peak, self._jvm())
 
     @staticmethod
@@ -136,7 +148,7 @@ def child(args: argparse.Namespace) -> None:
         # have imported everything, so what they grow by in the timed query is its data's.
         reader.option("subscribe", args.warm_topic).load().selectExpr("count(1)").collect()
         result["python_one_warm_mb"] = _largest_worker_now()
-    sampler = Sampler()
+    sampler = Sampler(_workers_now())
     sampler.start()
     started = time.perf_counter()
     try:
@@ -150,6 +162,7 @@ def child(args: argparse.Namespace) -> None:
     result.update(
         python_peak_mb=sampler.python_peak,
         python_one_mb=sampler.python_max_one,
+        python_worker_growth_mb=sampler.python_max_growth,
         jvm_peak_mb=sampler.jvm_peak,
     )
     print("RESULT " + json.dumps(result), flush=True)
@@ -157,9 +170,24 @@ def child(args: argparse.Namespace) -> None:
 
 
 def _largest_worker_now() -> float:
+    return max([0.0, *_workers_now().values()])
+
+
+def _workers_now() -> dict[int, float]:
     from kafka_direct_bench.procstats import python_worker_pids, rss_mb
 
-    return max([0.0, *(rss_mb(pid) or 0.0 for pid in python_worker_pids())])
+    return {pid: rss_mb(pid) or 0.0 for pid in python_worker_pids()}
+
+
+def _parent_rss(pid: int) -> float | None:
+    """RSS of ``pid``'s parent (a worker's daemon), in MB."""
+    from kafka_direct_bench.procstats import rss_mb
+
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return rss_mb(int(stat.rsplit(")", 1)[1].split()[1]))
 
 
 # -- the coordinator --------------------------------------------------------------------------
@@ -233,7 +261,8 @@ def run_child(
     options: list[str] | None = None,
 ) -> dict:
     """One query in a child driver; with ``warm_topic``, the result also holds the largest
-    Python worker's RSS after the same query over that topic (``python_one_warm_mb``).
+    Python worker's RSS after the same query over that topic (``python_one_warm_mb``), and
+    what any one worker grew by over its own size before the query (``python_worker_growth_mb``).
     ``options``: reader options as KEY=VALUE."""
     cmd = [python, __file__, "--child", "--format", fmt, "--bootstrap", bootstrap]
     cmd += ["--topic", topic, "--max-batch-bytes", max_bytes]
@@ -343,7 +372,11 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         result = "exact" if r.get("ok") else f"**failed**: {r.get('error', '')[:80]}"
-        r["python_one_growth_mb"] = r.get("python_one_mb", 0.0) - r.get("python_one_warm_mb", 0.0)
+        # What one worker grew by over its own size before the query (Sampler's docstring).
+        r["python_one_growth_mb"] = r.get(
+            "python_worker_growth_mb",
+            r.get("python_one_mb", 0.0) - r.get("python_one_warm_mb", 0.0),
+        )
         keys = ("python_peak_mb", "python_one_mb", "python_one_growth_mb", "jvm_peak_mb")
         print(f"| {r['dataset']} | {r['format']} | {result} | {r['seconds']:.1f} | "
               f"{r['records_per_s']:,.0f} | {r['vs_raw']:.2f} | "
