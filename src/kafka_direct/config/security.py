@@ -44,7 +44,7 @@ from kafka_direct.config.jaas import JaasEntry, parse_jaas
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.redaction import REDACTED
 
-__all__ = ["JaasEntry", "StoreLoader", "parse_jaas", "translate"]
+__all__ = ["PRIVATE_KEY_PEM", "JaasEntry", "StoreLoader", "parse_jaas", "translate"]
 
 #: ``load(path, store_type, password, what, key_password)`` -> PEM text: "ca" gives the
 #: certificates of a truststore; "keystore" gives a keystore's certificate chain then its private
@@ -300,7 +300,7 @@ def translate(
                 out.pop("ssl.keystore.location"), kind, out.pop("ssl.keystore.password", None),
                 "keystore", out.get("ssl.key.password"),
             )  # fmt: skip
-            key = _KEY_BLOCK.search(pem)
+            key = PRIVATE_KEY_PEM.search(pem)
             if key is None:  # the loader checked; a stub may not have
                 raise ConfigurationError(
                     prefix + "ssl.keystore.location", None, "a keystore holding a private key"
@@ -320,7 +320,8 @@ def translate(
     return out
 
 
-_KEY_BLOCK = re.compile(
+#: One PEM private key block, of any kind (PKCS#8, encrypted, RSA, EC).
+PRIVATE_KEY_PEM = re.compile(
     r"-----BEGIN ((?:[A-Z]+ )*)PRIVATE KEY-----.+?-----END \1PRIVATE KEY-----", re.DOTALL
 )
 

@@ -22,6 +22,7 @@ import tempfile
 import threading
 from pathlib import Path
 
+from kafka_direct.config.security import PRIVATE_KEY_PEM
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.redaction import REDACTED
 
@@ -96,17 +97,12 @@ def _certificates(path: str, kind: str, password: str | None) -> str:
     return "\n".join(certs) + "\n"
 
 
-_PEM_KEY = re.compile(
-    r"-----BEGIN ((?:[A-Z]+ )*)PRIVATE KEY-----.+?-----END \1PRIVATE KEY-----", re.DOTALL
-)
-
-
 def _pem_keystore(path: str) -> str:
     """A PEM keystore file (Kafka's ``ssl.keystore.type=PEM``): its certificate chain, then its
     private key as it is (encrypted or not: ``ssl.key.password`` opens it, as in Java)."""
     text = Path(path).read_text(encoding="ascii", errors="replace")
     certs = _PEM_CERT.findall(text)
-    key = _PEM_KEY.search(text)
+    key = PRIVATE_KEY_PEM.search(text)
     if not certs or key is None:
         raise ConfigurationError(
             "kafka.ssl.keystore.location",
