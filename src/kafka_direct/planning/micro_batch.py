@@ -189,6 +189,7 @@ class StreamPlanner:
     def prepare_available_now(self) -> None:
         """Fix the ``Trigger.AvailableNow`` target: everything in the log right now."""
         tps = self._current_partitions()
+        self._target_rechecked = False
         self._target = self._patience.wait_for(
             "list the latest offsets", lambda: self.reader.latest(tps)
         )
