@@ -31,8 +31,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import replace
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kafka_direct.config.kafka import Subscription
@@ -41,6 +40,7 @@ from kafka_direct.errors import KafkaClientError, OffsetsUnavailableError
 from kafka_direct.logs import RepeatLimiter
 from kafka_direct.offsets import LATEST, OffsetRange, PartitionOffsets, TopicPartition
 from kafka_direct.planning.data_loss import DataLoss, LossLedger, apply_data_loss_policy
+from kafka_direct.planning.lookups import OffsetLookups
 from kafka_direct.planning.patience import OffsetPatience
 from kafka_direct.planning.rates import min_offsets_gate, rate_limit
 from kafka_direct.planning.reader import OffsetReader
@@ -64,7 +64,7 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class StreamPlanner:
+class StreamPlanner(OffsetLookups):
     """The micro-batch planner behind the stream reader. Keeps state between triggers."""
 
     def __init__(
@@ -195,27 +195,6 @@ class StreamPlanner:
         )
         log.info("Trigger.AvailableNow target: %s", {str(tp): o for tp, o in self._target.items()})
 
-    def _recheck_target(self, start: PartitionOffsets) -> None:
-        """Ask again, once, for the target's partitions that lie behind a start already read:
-        the target was fixed before the query knew its starts, so the re-check a trigger's
-        latest offsets get (KAFKA-7703) could not run then. An answer still behind stands (a
-        recreated topic: plan_ranges reports it)."""
-        assert self._target is not None
-        behind = {
-            tp: off
-            for tp, off in start.items()
-            if off != LATEST and tp in self._target and self._target[tp] < off
-        }
-        if not behind or self._target_rechecked:
-            return
-        self._target_rechecked = True
-        try:
-            again = self.reader.latest(list(behind), known=behind)
-        except KafkaClientError as exc:
-            log.info("Could not re-check the Trigger.AvailableNow target: %s", exc)
-            return
-        self._target.update({tp: off for tp, off in again.items() if tp in self._target})
-
     def latest_offsets(self, start: PartitionOffsets, *, read_all: bool) -> PartitionOffsets:
         """End offsets of the next micro-batch; ``start`` itself when there is nothing to do.
 
@@ -328,70 +307,6 @@ class StreamPlanner:
         self._patience.answered(latest)
         return latest
 
-    def _resume_at(self, tp: TopicPartition) -> tuple[int, str]:
-        """Where a partition whose checkpointed position is lost resumes (see planning.repair):
-        the group's commit, else the log start; re-reading beats losing records."""
-        if self.opts.commits.target is not None:
-            try:
-                found = self.reader.committed(self.opts.commits.target, [tp])
-            except KafkaClientError as exc:
-                log.info("No committed offset of %s to repair the checkpoint with: %s", tp, exc)
-            else:
-                if tp in found:
-                    return found[tp], "the group's committed offset"
-        first = self._patience.wait_for(
-            f"list the earliest offset of {tp}", lambda: self.reader.earliest([tp])
-        )
-        return first[tp], "its earliest offset"
-
-    def _earliest_known(self, tps: Iterable[TopicPartition]) -> PartitionOffsets:
-        """Earliest offsets of ``tps`` that the cluster gave now (partitions without an answer
-        are left out: the executors check those when they read)."""
-        wanted = list(tps)
-        if not wanted:
-            return {}
-        try:
-            return self.reader.earliest(wanted)
-        except OffsetsUnavailableError as exc:
-            return dict(exc.offsets)
-
-    def _pin(self, start: PartitionOffsets, latest: PartitionOffsets) -> None:
-        """Resolve -1 starts once per run: to the log end, or for starts that depend on when they
-        are resolved (committed offsets, timestamps) to what the option says right now."""
-        todo = sorted(tp for tp, off in start.items() if off == LATEST and tp in latest)
-        todo = [tp for tp in todo if tp not in self._pinned]
-        if not todo:
-            return
-        spec = self.opts.starting
-        if spec.kind in ("committed", "timestamp", "by_timestamp"):
-            if spec.kind == "by_timestamp":
-                # A partition the option leaves out is refused by resolve_starting, by name.
-                spec = replace(
-                    spec, offsets={tp: spec.offsets[tp] for tp in todo if tp in spec.offsets}
-                )
-            chosen = spec
-            # Resolved against the live cluster: a leader moving at this moment is waited out
-            # (fetchOffset.unavailableTimeout), as every other offset request of the query is.
-            self._pinned.update(
-                self._patience.wait_for(
-                    "resolve the starting offsets",
-                    lambda: resolve_starting(
-                        chosen,
-                        set(todo),
-                        self.reader,
-                        timestamp_strategy=self.opts.timestamp_strategy,
-                        fail_on_data_loss=self.opts.fail_on_data_loss,
-                        group=self.opts.commits.group,
-                        committed_fallback=self.opts.commits.committed_fallback,
-                    ),
-                )
-            )
-        else:
-            self._pinned.update({tp: latest[tp] for tp in todo})
-        log.info(
-            "Starting offsets pinned in batch 0: %s", {str(tp): self._pinned[tp] for tp in todo}
-        )
-
     def plan_ranges(
         self, start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int]
     ) -> list[OffsetRange]:
@@ -441,7 +356,11 @@ class StreamPlanner:
             for tp in sorted(from_offsets)
             if tp not in reset and end.get(tp, 0) > from_offsets[tp]
         ]
-        first = self._earliest_known(readable)
+        first, gone = self._log_starts(readable)
+        for tp in gone:
+            detail = f"{tp} is gone (offset {from_offsets[tp]} was expected)"
+            losses.append(DataLoss(tp, "partition_gone", from_offsets[tp], None, detail))
+        readable = [tp for tp in readable if tp not in gone]
         self.log_starts = dict(first)
         losses += [
             DataLoss(
@@ -474,7 +393,7 @@ class StreamPlanner:
         ranges = [
             OffsetRange(tp.topic, tp.partition, from_offsets[tp], max(from_offsets[tp], end[tp]))
             for tp in sorted(from_offsets)
-            if tp in end
+            if tp in end and tp not in gone
         ]
         return split_ranges(
             ranges,

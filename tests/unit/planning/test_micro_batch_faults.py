@@ -408,3 +408,37 @@ def test_a_committed_start_waits_out_a_leader_moving_at_the_first_trigger() -> N
     q.reader.committed = committed  # type: ignore[method-assign]
     assert q.latest() == {T0: 1, T1: 2}
     assert not moving  # the first attempt did fail
+
+
+# --- a logged batch replayed after one of its topics was deleted ----------------------------------
+
+
+def _logged_batch_then_deleted(fail_on_data_loss: str) -> tuple[FakeCluster, Any, Any, Any]:
+    """Batch 1 logged over t and u (the driver died before its commit); u deleted; a restart."""
+    cluster = FakeCluster()
+    cluster.create_topic("t", records=3)
+    cluster.create_topic("u", records=4)
+    options = {"subscribe": "t,u", "startingOffsets": "earliest"}
+    first = MicroBatches(cluster, {**options, "failOnDataLoss": fail_on_data_loss})
+    assert first.trigger() == [("t-0", 0, 3), ("u-0", 0, 4)]
+    cluster.append("t", 0, 2)
+    cluster.append("u", 0, 2)
+    start, logged_end = first.start, first.latest()  # in the offset log, never committed
+    cluster.delete_topic("u")
+    restarted = MicroBatches(cluster, {**options, "failOnDataLoss": fail_on_data_loss})
+    return cluster, restarted, start, logged_end
+
+
+def test_a_replayed_batch_whose_topic_was_deleted_is_data_loss() -> None:
+    # Regression (review): the replay asked the deleted topic's log start, the request failed
+    # (unknown topic), and so did every restart, whatever failOnDataLoss said.
+    _, q, start, end = _logged_batch_then_deleted("true")
+    U0 = TopicPartition("u", 0)
+    with pytest.raises(DataLossError, match=r"u-0 is gone \(offset 4 was expected\)") as err:
+        q.planner.plan_ranges(start, end)
+    assert (err.value.topic, err.value.partition) == (U0.topic, U0.partition)
+
+
+def test_a_replayed_batch_whose_topic_was_deleted_reads_the_rest_without_fail() -> None:
+    _, q, start, end = _logged_batch_then_deleted("false")
+    assert spans(q.planner.plan_ranges(start, end)) == [("t-0", 3, 5)]
