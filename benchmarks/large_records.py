@@ -83,8 +83,10 @@ class Sampler(threading.Thread):
         self.python_peak = 0.0
         self.python_max_one = 0.0
         self.python_max_growth = 0.0
+        self.python_max_anon_growth = 0.0
         self.jvm_peak = 0.0
         self._before = dict(before or {})
+        self._before_anon = {pid: rss_anon(pid) for pid in self._before}
         self._stop_event = threading.Event()
 
     def run(self) -> None:
@@ -97,7 +99,11 @@ class Sampler(threading.Thread):
             for pid, size in sizes.items():
                 if pid not in self._before:
                     self._before[pid] = _parent_rss(pid) or size
+                    self._before_anon[pid] = _parent_rss(pid, "RssAnon") or rss_anon(pid)
                 self.python_max_growth = max(self.python_max_growth, size - self._before[pid])
+                self.python_max_anon_growth = max(
+                    self.python_max_anon_growth, rss_anon(pid) - self._before_anon[pid]
+                )
             self.jvm_peak = max(self.jvm_peak, self._jvm())
 
     @staticmethod
@@ -163,6 +169,7 @@ def child(args: argparse.Namespace) -> None:
         python_peak_mb=sampler.python_peak,
         python_one_mb=sampler.python_max_one,
         python_worker_growth_mb=sampler.python_max_growth,
+        python_worker_anon_growth_mb=sampler.python_max_anon_growth,
         jvm_peak_mb=sampler.jvm_peak,
     )
     print("RESULT " + json.dumps(result), flush=True)
@@ -179,15 +186,22 @@ def _workers_now() -> dict[int, float]:
     return {pid: rss_mb(pid) or 0.0 for pid in python_worker_pids()}
 
 
-def _parent_rss(pid: int) -> float | None:
-    """RSS of ``pid``'s parent (a worker's daemon), in MB."""
+def _parent_rss(pid: int, field: str = "VmRSS") -> float | None:
+    """RSS (or another ``/proc/<pid>/status`` field) of ``pid``'s parent, its daemon, in MB."""
     from kafka_direct_bench.procstats import rss_mb
 
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return rss_mb(int(stat.rsplit(")", 1)[1].split()[1]))
+    return rss_mb(int(stat.rsplit(")", 1)[1].split()[1]), field)
+
+
+def rss_anon(pid: int) -> float:
+    """A process's anonymous resident memory (its heap: the data it holds), in MB."""
+    from kafka_direct_bench.procstats import rss_mb
+
+    return rss_mb(pid, "RssAnon") or 0.0
 
 
 # -- the coordinator --------------------------------------------------------------------------

@@ -57,10 +57,12 @@ def python_worker_pids() -> list[int]:
     return [w for d in daemons for w in kids.get(d, [])]
 
 
-def rss_mb(pid: int) -> float | None:
+def rss_mb(pid: int, field: str = "VmRSS") -> float | None:
+    """A process's resident memory in MB: all of it (``VmRSS``), or only its anonymous pages
+    (``RssAnon``: the heap, what it holds of data, without the code and files it maps)."""
     with contextlib.suppress(OSError, ValueError):
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024.0
     return None
 
