@@ -127,9 +127,14 @@ def _part_of_signal(ahead: bytes) -> bool:
 def _socket_peek(fd: int, size: int) -> bytes | None:
     """Up to ``size`` bytes waiting in the socket behind ``fd``, left in place (``MSG_PEEK``):
     b"" at its end; None when it is no socket, or nothing came within a second."""
+    copy = os.dup(fd)
+    # The copy shares the stream's open file: a socket object may make it non-blocking (a
+    # process-wide default timeout), which PySpark's reads would then meet. Kept as it was.
+    blocking = os.get_blocking(fd)
     try:
-        sock = socket.socket(fileno=os.dup(fd))
-    except OSError:
+        sock = socket.socket(fileno=copy)
+    except OSError:  # not a socket
+        os.close(copy)
         return None
     try:
         readable, _, _ = select.select([sock], [], [], 1.0)
@@ -140,6 +145,7 @@ def _socket_peek(fd: int, size: int) -> bytes | None:
         return None
     finally:
         sock.close()
+        os.set_blocking(fd, blocking)
 
 
 def input_end(wait_s: float = WAIT_S) -> InputEnd:

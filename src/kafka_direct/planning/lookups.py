@@ -20,6 +20,10 @@ from kafka_direct.planning.resolve import resolve_starting
 
 __all__ = ["OffsetLookups"]
 
+#: What the offset reader's errors say for a topic or partition the cluster does not have
+#: (kafka.translate's not-found codes, by name: this module imports no Kafka client).
+_NOT_FOUND_CODES = frozenset({"UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_TOPIC", "_UNKNOWN_PARTITION"})
+
 log = logging.getLogger("kafka_direct.planning.micro_batch")
 
 
@@ -53,12 +57,23 @@ class OffsetLookups:
         if not behind or self._target_rechecked:
             return
         self._target_rechecked = True
+        complete = True
         try:
             again = self.reader.latest(list(behind), known=behind)
+        except OffsetsUnavailableError as exc:
+            complete, again = False, dict(exc.offsets)
+            log.info("Re-checking the Trigger.AvailableNow target got a partial answer: %s", exc)
         except KafkaClientError as exc:
+            complete, again = False, {}
             log.info("Could not re-check the Trigger.AvailableNow target: %s", exc)
-            return
-        self._target.update({tp: off for tp, off in again.items() if tp in self._target})
+        for tp, start_offset in behind.items():
+            answer = again.get(tp)
+            if answer is not None and (complete or answer >= start_offset):
+                self._target[tp] = answer
+            else:
+                # No answer that can be believed (a leader still moving): the partition does
+                # not advance in this run, as a trigger's partial answer keeps it (micro_batch).
+                self._target[tp] = start_offset
 
     def _resume_at(self, tp: TopicPartition) -> tuple[int, str]:
         """Where a partition whose checkpointed position is lost resumes (see planning.repair):
@@ -89,7 +104,7 @@ class OffsetLookups:
         try:
             return self._earliest_known(tps), set()
         except KafkaClientError as exc:
-            if not (isinstance(exc, TopicNotFoundError) or exc.code == "UNKNOWN_TOPIC_OR_PART"):
+            if not (isinstance(exc, TopicNotFoundError) or exc.code in _NOT_FOUND_CODES):
                 raise
             listed = self._current_partitions(strict=False)
             gone = {tp for tp in tps if tp not in listed}

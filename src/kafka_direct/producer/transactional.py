@@ -166,7 +166,10 @@ class TransactionalProducer(PythonBatchProducer):
         try:
             self._producer.abort_transaction(timeout_s)
         except KafkaException as exc:
-            self._unsettled = True
+            kerr = exc.args[0] if exc.args else None
+            # _STATE: no transaction was open (the task failed before it began one).
+            if not (isinstance(kerr, KafkaError) and kerr.code() == KafkaError._STATE):
+                self._unsettled = True
             log.debug("Aborting the transaction of '%s' failed: %r", self.transactional_id, exc)
 
     def close(self) -> None:

@@ -71,6 +71,8 @@ def free_port(host: str = "127.0.0.1", taken: set[int] | None = None) -> int:
         wanted = random.choice(ports) if ports is not None and tries <= _TRIES else 0
         port = _bindable(host, wanted)
         if port is None:
+            if wanted == 0:
+                raise OSError(f"No port can be bound on {host!r}: is it an address of this host?")
             continue
         with _LOCK:
             if port in _HANDED_OUT or (taken is not None and port in taken):

@@ -14,9 +14,7 @@ def test_every_module_it_preloads_exists() -> None:
 
 
 def test_a_module_that_fails_to_import_is_named_not_raised() -> None:
-    assert preload(["json", "kafka_direct_no_such_module", "os"]) == [
-        "kafka_direct_no_such_module"
-    ]
+    assert preload(["json", "kafka_direct_no_such_module", "os"]) == ["kafka_direct_no_such_module"]
 
 
 @pytest.mark.parametrize(

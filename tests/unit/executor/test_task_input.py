@@ -108,6 +108,24 @@ def test_a_signal_cut_inside_by_the_jvms_write_is_read_whole(
         timer.join()
 
 
+def test_peeking_the_socket_leaves_the_stream_blocking_under_a_default_timeout(
+    pair: tuple[socket.socket, io.BufferedReader],
+) -> None:
+    # Review: a socket object made over the stream's descriptor turns it non-blocking when a
+    # process-wide default timeout is set; PySpark's next reads then came back short.
+    jvm, reader = pair
+    jvm.sendall(END_OF_STREAM[:2])
+    timer = threading.Timer(0.2, jvm.sendall, args=(END_OF_STREAM[2:],))
+    socket.setdefaulttimeout(10)
+    timer.start()
+    try:
+        assert _worker("process")(reader, lambda: input_end(wait_s=10)) is InputEnd.COMPLETE
+    finally:
+        socket.setdefaulttimeout(None)
+        timer.join()
+    assert os.get_blocking(reader.fileno())
+
+
 def test_the_stream_stays_blocking(pair: tuple[socket.socket, io.BufferedReader]) -> None:
     _, reader = pair
     _worker("process")(reader, lambda: input_end(wait_s=0.05))

@@ -442,3 +442,38 @@ def test_a_replayed_batch_whose_topic_was_deleted_is_data_loss() -> None:
 def test_a_replayed_batch_whose_topic_was_deleted_reads_the_rest_without_fail() -> None:
     _, q, start, end = _logged_batch_then_deleted("false")
     assert spans(q.planner.plan_ranges(start, end)) == [("t-0", 3, 5)]
+
+
+def test_a_stale_available_now_target_whose_re_check_gets_no_answer_does_not_advance(
+    two: FakeCluster,
+) -> None:
+    # Regression (review of the change): the re-check failing (its leader still moving) let the
+    # stale target through, and the end went below the start.
+    first = MicroBatches(two, {"subscribe": "t", "startingOffsets": "earliest"})
+    assert first.trigger() == [("t-0", 0, 5), ("t-1", 0, 5)]
+    two.append("t", 0, 2)
+    two.stale_latest[T1] = 1
+    restarted = MicroBatches(
+        two, {"subscribe": "t", "startingOffsets": "earliest"}, available_now=True
+    )
+    restarted.start = first.start
+    two.unavailable[T1] = SLOW  # the re-check's answer for t-1
+    end = restarted.latest()
+    never_negative(end)
+    assert end == {T0: 7, T1: 5}  # t-1 does not advance in this run; nothing read again
+
+
+@pytest.mark.parametrize("code", ["UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_TOPIC", "_UNKNOWN_PARTITION"])
+def test_a_replayed_batch_whose_topic_was_deleted_as_the_real_reader_reports_it(code: str) -> None:
+    # The real reader reports a topic it cannot find as a retriable KafkaClientError with
+    # librdkafka's code, whichever of the three it is.
+    _, q, start, end = _logged_batch_then_deleted("false")
+    answers = q.reader.earliest
+
+    def earliest(tps: Any) -> PartitionOffsets:
+        if any(tp.topic == "u" for tp in tps):
+            raise KafkaClientError(f"Listing offsets of u-0: ({code})", code=code, retriable=True)
+        return answers(tps)
+
+    q.reader.earliest = earliest  # type: ignore[method-assign]
+    assert spans(q.planner.plan_ranges(start, end)) == [("t-0", 3, 5)]

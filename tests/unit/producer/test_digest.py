@@ -230,9 +230,12 @@ def test_sum_rows_python_is_blake2b_of_the_encoding() -> None:
     """The reference itself, by hand, for one row (so the C and Python cannot agree on a
     different function by accident)."""
     expected = hashlib.blake2b(
-        b"\x01" + (2).to_bytes(8, "little") + b"ab"
+        b"\x01"
+        + (2).to_bytes(8, "little")
+        + b"ab"
         + b"\x00"
-        + b"\x02" + (-1).to_bytes(8, "little", signed=True),
+        + b"\x02"
+        + (-1).to_bytes(8, "little", signed=True),
         digest_size=16,
     ).digest()
     arrays = [pa.array([b"ab"]), pa.array([None], pa.binary()), pa.array([-1], pa.int64())]

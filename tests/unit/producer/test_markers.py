@@ -180,3 +180,17 @@ def test_settings_pickle_without_secrets_in_their_repr() -> None:
     )
     assert pickle.loads(pickle.dumps(settings)) == settings
     assert "hunter2" not in repr(settings)
+
+
+def test_an_abort_with_no_transaction_open_leaves_the_producer_to_close_normally() -> None:
+    # Review: a task that failed before it began a transaction (init_transactions, its marker)
+    # got _STATE from the abort, and its producer was then dropped unclosed as if a transaction
+    # were left to the coordinator.
+    from kafka_direct.producer.transactional import TransactionalProducer
+
+    producer = TransactionalProducer(
+        {"bootstrap.servers": "127.0.0.1:9", "transactional.id": "never-begun", "log_level": "0"}
+    )
+    producer.abort_transaction(1.0)
+    assert producer._unsettled is False
+    producer.close()

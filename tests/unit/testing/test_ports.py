@@ -68,3 +68,8 @@ def test_without_a_known_range_the_kernel_picks(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(ports, "_ephemeral_low", lambda: None)
     port = free_port()
     assert 0 < port < 65536
+
+
+def test_an_address_of_no_interface_here_is_refused_not_retried_forever() -> None:
+    with pytest.raises(OSError, match=r"192\.0\.2\.1"):
+        free_port("192.0.2.1")  # TEST-NET-1: never an address of this host
