@@ -20,6 +20,7 @@ _FLAGS = ("required", "requisite", "sufficient", "optional")
 #: Java's StreamTokenizer escapes in a quoted value (the tokenizer of Kafka's JaasConfig).
 _ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
 _KEY = re.compile(r"[A-Za-z0-9_.\-$]+")
+_BARE = re.compile(r"[^\s;\"']+")
 
 
 class _JaasSyntaxError(ValueError):
@@ -83,7 +84,7 @@ def _jaas_options(text: str) -> dict[str, str]:
         if i < len(text) and text[i] in "\"'":
             value, i = _quoted(text, i)
         else:
-            bare = re.compile(r"[^\s;\"']+").match(text, i)
+            bare = _BARE.match(text, i)
             if bare is None:
                 raise _JaasSyntaxError("an option has no value")
             value, i = bare.group(), bare.end()

@@ -93,19 +93,25 @@ def test_a_late_signal_is_waited_for(pair: tuple[socket.socket, io.BufferedReade
     assert time.monotonic() - started < 10
 
 
-def test_a_signal_cut_inside_by_the_jvms_write_is_read_whole(
-    pair: tuple[socket.socket, io.BufferedReader],
-) -> None:
-    # Regression (review): a peek returned the two bytes already there, and the task gave up
-    # on a complete input (UNKNOWN: an exactly-once task aborted and failed).
+def _signal_in_two_writes(pair: tuple[socket.socket, io.BufferedReader]) -> InputEnd:
+    """What the task finds when the JVM writes the finish signal's first two bytes, then the
+    other two 0.3 s later."""
     jvm, reader = pair
     jvm.sendall(END_OF_STREAM[:2])
     timer = threading.Timer(0.3, jvm.sendall, args=(END_OF_STREAM[2:],))
     timer.start()
     try:
-        assert _worker("process")(reader, lambda: input_end(wait_s=10)) is InputEnd.COMPLETE
+        return _worker("process")(reader, lambda: input_end(wait_s=10))
     finally:
         timer.join()
+
+
+def test_a_signal_cut_inside_by_the_jvms_write_is_read_whole(
+    pair: tuple[socket.socket, io.BufferedReader],
+) -> None:
+    # Regression (review): a peek returned the two bytes already there, and the task gave up
+    # on a complete input (UNKNOWN: an exactly-once task aborted and failed).
+    assert _signal_in_two_writes(pair) is InputEnd.COMPLETE
 
 
 def test_peeking_the_socket_leaves_the_stream_blocking_under_a_default_timeout(
@@ -113,17 +119,12 @@ def test_peeking_the_socket_leaves_the_stream_blocking_under_a_default_timeout(
 ) -> None:
     # Review: a socket object made over the stream's descriptor turns it non-blocking when a
     # process-wide default timeout is set; PySpark's next reads then came back short.
-    jvm, reader = pair
-    jvm.sendall(END_OF_STREAM[:2])
-    timer = threading.Timer(0.2, jvm.sendall, args=(END_OF_STREAM[2:],))
     socket.setdefaulttimeout(10)
-    timer.start()
     try:
-        assert _worker("process")(reader, lambda: input_end(wait_s=10)) is InputEnd.COMPLETE
+        assert _signal_in_two_writes(pair) is InputEnd.COMPLETE
     finally:
         socket.setdefaulttimeout(None)
-        timer.join()
-    assert os.get_blocking(reader.fileno())
+    assert os.get_blocking(pair[1].fileno())
 
 
 def test_the_stream_stays_blocking(pair: tuple[socket.socket, io.BufferedReader]) -> None:

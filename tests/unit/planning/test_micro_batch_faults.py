@@ -334,11 +334,9 @@ def test_a_stale_log_end_in_a_partial_answer_does_not_move_a_partition_back(
     assert q.trigger() == [("t-0", 5, 8), ("t-1", 5, 8)]  # nothing lost, nothing read twice
 
 
-def test_a_stale_available_now_target_is_asked_again_before_it_is_believed(
-    two: FakeCluster,
-) -> None:
-    # A restart under Trigger.AvailableNow: the target is fixed before the query knows where its
-    # checkpoint stands, so it got no re-check, and t-1's stale end planned a reset.
+def _restarted_with_a_stale_target(two: FakeCluster) -> MicroBatches:
+    """A query past batch 0 (both partitions read to 5), 2 more records on t-0, restarted under
+    Trigger.AvailableNow while t-1's new leader answers a log end of 1 (its target)."""
     first = MicroBatches(two, {"subscribe": "t", "startingOffsets": "earliest"})
     assert first.trigger() == [("t-0", 0, 5), ("t-1", 0, 5)]
     two.append("t", 0, 2)
@@ -347,6 +345,15 @@ def test_a_stale_available_now_target_is_asked_again_before_it_is_believed(
         two, {"subscribe": "t", "startingOffsets": "earliest"}, available_now=True
     )
     restarted.start = first.start
+    return restarted
+
+
+def test_a_stale_available_now_target_is_asked_again_before_it_is_believed(
+    two: FakeCluster,
+) -> None:
+    # A restart under Trigger.AvailableNow: the target is fixed before the query knows where its
+    # checkpoint stands, so it got no re-check, and t-1's stale end planned a reset.
+    restarted = _restarted_with_a_stale_target(two)
     assert restarted.drain() == [[("t-0", 5, 7)]]
     assert restarted.planner.latest_offsets(restarted.start, read_all=False) == {T0: 7, T1: 5}
 
@@ -449,14 +456,7 @@ def test_a_stale_available_now_target_whose_re_check_gets_no_answer_does_not_adv
 ) -> None:
     # Regression (review of the change): the re-check failing (its leader still moving) let the
     # stale target through, and the end went below the start.
-    first = MicroBatches(two, {"subscribe": "t", "startingOffsets": "earliest"})
-    assert first.trigger() == [("t-0", 0, 5), ("t-1", 0, 5)]
-    two.append("t", 0, 2)
-    two.stale_latest[T1] = 1
-    restarted = MicroBatches(
-        two, {"subscribe": "t", "startingOffsets": "earliest"}, available_now=True
-    )
-    restarted.start = first.start
+    restarted = _restarted_with_a_stale_target(two)
     two.unavailable[T1] = SLOW  # the re-check's answer for t-1
     end = restarted.latest()
     never_negative(end)
