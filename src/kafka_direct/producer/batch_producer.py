@@ -182,6 +182,17 @@ def refused_error(exc: BaseException, topic: str, partition: int) -> KafkaClient
     """A record librdkafka would not take (``produce`` raised, or the C path was refused)."""
     where = f"{topic}-{partition}" if partition >= 0 else topic
     if isinstance(exc, KafkaException):
+        kerr = exc.args[0] if exc.args else None
+        if isinstance(kerr, KafkaError) and kerr.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+            # librdkafka's own words say "Broker:", but it refused the record itself, before
+            # sending: say which limit, and how to raise it.
+            return KafkaClientError(
+                f"Writing to Kafka failed: a record for {where} is larger than the producer's "
+                "kafka.message.max.bytes allows (1048576 bytes unless set, as the Java "
+                "producer's max.request.size). To write it, raise kafka.message.max.bytes "
+                "(or kafka.max.request.size), and the topic's max.message.bytes on the brokers.",
+                code="MSG_SIZE_TOO_LARGE",
+            )
         return translate(exc, f"Writing to Kafka failed: a record for {where} was refused")
     return KafkaClientError(
         f"Writing to Kafka failed: a record for {where} was refused: {exc}",
@@ -546,8 +557,11 @@ def _headers(row_headers: list[Any], row: int, topic: str) -> list[tuple[Any, An
     """A row's headers for ``produce``; a null entry or key is refused, as the C path does."""
     pairs = []
     for h in row_headers:
-        if h is None or h["key"] is None:
+        # By position, as Spark reads the struct: its fields may be named in any case
+        # (Key, VALUE), which Spark's type check accepts.
+        key, value = (None, None) if h is None else tuple(h.values())
+        if h is None or key is None:
             what = "a null header" if h is None else "a header with a null key"
             raise bad_header_error(row, topic, what)
-        pairs.append((h["key"], h["value"]))
+        pairs.append((key, value))
     return pairs

@@ -8,7 +8,9 @@ column positions it holds. It sees the schema as ``(name, type)`` pairs, the typ
 ``simpleString`` form (``string``, ``binary``, ``int``, ``array<struct<key:string,value:binary>>``),
 so it needs no Spark.
 
-The columns, as in Spark (``KafkaWriter.validateQuery``), matched by name without regard to case:
+The columns, as in Spark (``KafkaWriter.validateQuery``), matched by their exact name (Spark
+compares the names with ``==`` whatever ``spark.sql.caseSensitive`` says; a column that differs
+only in case, such as ``Key``, is ignored like any other, and the warning names it):
 
 ==========  =========================================  =====================================
 column      type                                       when missing or null
@@ -101,19 +103,11 @@ def plan_columns(fields: Sequence[tuple[str, str]], topic: str | None) -> SinkCo
     found: dict[str, tuple[int, str, str]] = {}  # role → (position, name as given, type)
     ignored: list[str] = []
     for position, (name, kind) in enumerate(fields):
-        role = name.lower()
-        if role not in ALLOWED_TYPES:
+        if name not in ALLOWED_TYPES or name in found:
+            # A second column of the same name: Spark takes the first one it finds.
             ignored.append(name)
             continue
-        if role in found:
-            raise SinkColumnError(
-                role,
-                name,
-                f"Columns '{found[role][1]}' and '{name}' both match the Kafka sink's '{role}' "
-                "column (names are matched without regard to case).",
-                "Drop or rename one of them.",
-            )
-        found[role] = (position, name, _normalise(kind))
+        found[name] = (position, name, _normalise(kind))
     if "value" not in found:
         raise SinkColumnError(
             "value",

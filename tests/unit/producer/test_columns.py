@@ -46,9 +46,27 @@ def test_every_column_is_found_by_position() -> None:
     assert not cols.simple
 
 
-def test_names_match_without_regard_to_case_as_in_spark() -> None:
-    cols = plan_columns([("VALUE", "binary"), ("Key", "binary"), ("Topic", "string")], None)
-    assert (cols.value, cols.key, cols.topic_column) == (0, 1, 2)
+def test_names_match_exactly_as_in_spark_and_a_name_in_other_case_is_ignored_with_a_guess() -> None:
+    # Spark's KafkaWriter compares names with ==: 'Key' is not the key, and 'Partition' of
+    # any type is not checked, whatever spark.sql.caseSensitive says.
+    cols = plan_columns(
+        [("value", "binary"), ("Key", "binary"), ("Partition", "bigint"), ("KEY", "int")], "t"
+    )
+    assert (cols.value, cols.key, cols.partition) == (0, None, None)
+    assert cols.ignored == ("Key", "Partition", "KEY")
+    warning = ignored_columns_warning(cols)
+    assert warning is not None and "'Key' -> did you mean 'key'?" in warning
+
+
+def test_a_second_column_of_a_role_is_ignored_and_the_first_is_written_as_spark_does() -> None:
+    cols = plan_columns([("value", "string"), ("key", "string"), ("value", "binary")], "t")
+    assert (cols.value, cols.value_is_string, cols.key) == (0, True, 1)
+    assert cols.ignored == ("value",)
+
+
+def test_a_value_column_in_other_case_is_missing_and_the_error_guesses_it() -> None:
+    with pytest.raises(SinkColumnError, match="Did you mean 'value' \\(the column 'VALUE'"):
+        plan_columns([("VALUE", "binary")], "t")
 
 
 def test_the_topic_option_wins_over_the_column_and_its_type_is_not_checked() -> None:
@@ -108,12 +126,6 @@ REFUSED = [
         [("value", "string"), ("partition", "bigint")],
         "t",
         ["Column 'partition' has type bigint", "from int", "cast('int')"],
-    ),
-    (
-        "value",
-        [("value", "string"), ("Value", "binary")],
-        "t",
-        ["Columns 'value' and 'Value'", "without regard to case"],
     ),
 ]
 
