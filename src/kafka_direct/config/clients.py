@@ -79,7 +79,15 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "delivery.timeout.ms": ("delivery.timeout.ms", "message.timeout.ms"),
     "partitioner": ("partitioner", "partitioner_cb"),
     "max.partition.fetch.bytes": ("max.partition.fetch.bytes", "fetch.message.max.bytes"),
+    "retries": ("retries", "message.send.max.retries"),
+    "max.in.flight": ("max.in.flight", "max.in.flight.requests.per.connection"),
 }
+
+#: Java's max.request.size default, which bounds one record (librdkafka's message.max.bytes
+#: default is 1,000,000: records Spark's sink writes between the two would be refused).
+DEFAULT_MESSAGE_MAX_BYTES = 1_048_576
+#: The sink's bound on a producer's queue (librdkafka's default is 1 GB).
+DEFAULT_QUEUE_KBYTES = 65_536
 
 
 def with_defaults(user: Mapping[str, str], defaults: Mapping[str, str]) -> dict[str, str]:
@@ -256,7 +264,9 @@ def producer_config(user: Mapping[str, str], *, exactly_once: bool = False) -> d
         # A bounded queue keeps a worker's memory flat: a full queue makes the task wait for
         # the broker. librdkafka's default byte bound is 1 GB; 64 MB still holds 100,000
         # records (its default count bound) of up to 640 bytes.
-        "queue.buffering.max.kbytes": "65536",
+        "queue.buffering.max.kbytes": str(DEFAULT_QUEUE_KBYTES),
+        # Java's max.request.size (see the constant).
+        "message.max.bytes": str(DEFAULT_MESSAGE_MAX_BYTES),
         "queue.buffering.max.messages": "100000",
         "client.id": "kafka-direct-producer",
         # A new producer's first batch waits for no 50 ms pause (the constant).
@@ -265,7 +275,46 @@ def producer_config(user: Mapping[str, str], *, exactly_once: bool = False) -> d
     if exactly_once:
         # A task's transaction lasts as long as the task writes (see the constant).
         defaults = {"transaction.timeout.ms": str(DEFAULT_TRANSACTION_TIMEOUT_MS), **defaults}
-    return with_defaults(user, defaults)
+    else:
+        conflict = idempotence_conflict(user)
+        if conflict is not None:
+            # The Java producer's rule (Kafka 3.0 and later): idempotence is only a default, so
+            # a setting it cannot work with turns it off instead of failing the job (the sink
+            # says so in its log: config.sink).
+            defaults["enable.idempotence"] = "false"
+    config = with_defaults(user, defaults)
+    # A record larger than the whole queue would wait for room forever: librdkafka answers
+    # "queue full" even when it is empty. Java fails such a record at once; here the queue
+    # holds the largest record message.max.bytes lets through (a conflicting choice of the
+    # user's own is refused by the sink's options check).
+    if "queue.buffering.max.kbytes" not in user:
+        largest = _int_or(config.get("message.max.bytes"), DEFAULT_MESSAGE_MAX_BYTES)
+        config["queue.buffering.max.kbytes"] = str(max(DEFAULT_QUEUE_KBYTES, -(-largest // 1024)))
+    return config
+
+
+def idempotence_conflict(user: Mapping[str, str]) -> str | None:
+    """The user's setting that idempotence cannot work with, as Java's producer judges it
+    (``acks`` other than all, no retries, more than 5 requests in flight), said as
+    "<name> is <value>"; or None."""
+    for name in ALIASES["acks"]:
+        value = user.get(name)
+        if value is not None and value.strip().lower() not in ("all", "-1"):
+            return f"{name} is {value.strip()}, not 'all'"
+    for name in ALIASES["retries"]:
+        if _int_or(user.get(name), 1) == 0:
+            return f"{name} is 0"
+    for name in ALIASES["max.in.flight"]:
+        if _int_or(user.get(name), 5) > 5:
+            return f"{name} is {user[name].strip()}, more than 5"
+    return None
+
+
+def _int_or(raw: str | None, default: int) -> int:
+    try:
+        return int(raw.strip()) if raw is not None else default
+    except ValueError:  # librdkafka refuses it, in its own words, when the client is made
+        return default
 
 
 #: Settings only a producer reads. The sink's admin client (the check that the cluster answers)

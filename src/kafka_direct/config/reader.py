@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from typing import TypeVar
 
 from kafka_direct.config.defaults import parse_bytes, parse_duration_ms
+from kafka_direct.config.java_client import translate_java_names
 from kafka_direct.config.kafka import KafkaConfig, refuse_jvm_settings
 from kafka_direct.config.oauth import OPTION as OAUTH_OPTION
 from kafka_direct.config.oauth import provider_spec, with_provider
@@ -201,6 +202,8 @@ def kafka_params(
     # A Spark job's Java-client security settings, as librdkafka takes them (config.security).
     loader = _load_store if read_stores else _unread_store
     params = translate_security(params, prefix=prefix, load_store=loader)
+    # And the few other Java client settings whose names or units differ (config.java_client).
+    params = translate_java_names(params, prefix=prefix)
     refuse_jvm_settings(params, prefix=prefix)
     if not params.get("bootstrap.servers", "").strip():
         raise ConfigurationError(

@@ -14,10 +14,11 @@ built by :func:`kafka_direct.config.clients.producer_config`, beside the consume
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kafka_direct.config.clients import ALIASES, producer_config
+from kafka_direct.config.clients import ALIASES, idempotence_conflict, producer_config
 from kafka_direct.config.kafka import KafkaConfig
 from kafka_direct.config.oauth import provider_spec
 from kafka_direct.config.reader import OptionReader, kafka_params
@@ -31,6 +32,8 @@ __all__ = [
     "SinkOptions",
     "parse_sink_options",
 ]
+
+log = logging.getLogger(__name__)
 
 AT_LEAST_ONCE = "at-least-once"
 EXACTLY_ONCE = "exactly-once"
@@ -177,6 +180,15 @@ def parse_sink_options(raw: Mapping[str, str], *, read_stores: bool = True) -> S
             ".option('deliveryGuarantee', 'exactly-once') too, or remove the option.",
         )
     producer = producer_config(kafka, exactly_once=exactly_once)
+    conflict = None if exactly_once else idempotence_conflict(kafka)
+    if conflict is not None and "enable.idempotence" not in kafka:
+        log.warning(
+            "The sink's producers are not idempotent, because kafka.%s (as Java's producer "
+            "decides): librdkafka's retries may then duplicate or reorder records within a "
+            "partition.",
+            conflict,
+        )
+    _check_queue_holds_a_record(kafka, producer)
     marker_topic = opts.text("transactionMarkerTopic") or (topic.strip() if topic else None)
     if exactly_once and marker_topic is None:
         raise ConfigurationError(
@@ -266,16 +278,39 @@ def _check_acks(params: Mapping[str, str]) -> None:
                 "With acks=0 the broker never acknowledges a record, so the sink cannot know "
                 "that it was written; it promises at-least-once delivery.",
             )
-        idempotence = params.get("enable.idempotence", "true").strip().lower()
+        # Idempotence set by the user conflicts; the default gives way (producer_config).
+        idempotence = params.get("enable.idempotence", "").strip().lower()
         if value.strip().lower() not in ("all", "-1") and idempotence == "true":
             raise ConfigurationError(
                 f"kafka.{name}",
                 value,
-                "'all' while idempotence is on (the default)",
-                "Idempotence needs acks=all: also set 'kafka.enable.idempotence' to 'false' "
-                "(librdkafka's retries may then duplicate or reorder records), or remove the "
-                "option.",
+                "'all' with kafka.enable.idempotence=true",
+                "Idempotence needs acks=all: set 'kafka.enable.idempotence' to 'false' or "
+                "remove it (librdkafka's retries may then duplicate or reorder records), or "
+                "remove this option.",
             )
+
+
+def _check_queue_holds_a_record(user: Mapping[str, str], config: Mapping[str, str]) -> None:
+    """librdkafka answers "queue full" for a record larger than the whole queue, however empty
+    it is, so such a record would wait for room forever; Java's producer fails it at once.
+    producer_config sizes the queue to hold the largest record; a user's own choice of both
+    that conflicts is refused here, before a task waits."""
+    try:
+        largest = int(config["message.max.bytes"])
+        queue_kb = int(config["queue.buffering.max.kbytes"])
+    except (KeyError, ValueError):  # librdkafka refuses a bad number in its own words
+        return
+    if queue_kb * 1024 < largest:
+        raise ConfigurationError(
+            "kafka.queue.buffering.max.kbytes",
+            str(queue_kb),
+            f"room for the largest record kafka.message.max.bytes lets through ({largest} "
+            f"bytes): at least {-(-largest // 1024)}",
+            "A record larger than the producer's whole queue could never be sent: raise the "
+            "queue bound (kafka.buffer.memory in the Java client's terms), or lower "
+            "kafka.message.max.bytes (kafka.max.request.size).",
+        )
 
 
 def _delivery_timeout_ms(user: Mapping[str, str], config: Mapping[str, str]) -> int:

@@ -116,3 +116,33 @@ def test_sink_refuses_alike(case: str, spark: Any, kafka_bootstrap: str) -> None
         outcomes[fmt] = error_of(w.save)
     print(f"{case}: {outcomes}")
     assert outcomes[JVM] is not None and outcomes[OURS] is not None, outcomes
+
+
+def test_column_names_match_exactly_and_java_producer_settings_carry_over(
+    spark: Any, kafka_bootstrap: str
+) -> None:
+    """A column 'Key' is not the key for Spark's sink (names compared with ==), nor for ours;
+    a 'Partition' of type bigint is ignored, not refused. And a job's Java producer settings
+    (acks=1 with idempotence left to its default, Java names librdkafka spells otherwise) write
+    the same records."""
+    rows = [(f"k{i}", f"v{i}".encode(), 7 * i) for i in range(40)]
+    frame = spark.createDataFrame(rows, "Key string, value binary, Partition bigint")
+    java_settings = {
+        "kafka.acks": "1",
+        "kafka.max.request.size": "2097152",
+        "kafka.buffer.memory": "33554432",
+        "kafka.max.block.ms": "60000",
+    }
+    topics = {fmt: new_name(f"diff-sink-case-{fmt.replace('_', '')}") for fmt in (JVM, OURS)}
+    for fmt, topic in topics.items():
+        create_topic(kafka_bootstrap, topic, partitions=3)
+        w = (
+            frame.write.format(fmt)
+            .mode("append")
+            .option("kafka.bootstrap.servers", kafka_bootstrap)
+        )
+        w.option("topic", topic).options(**java_settings).save()
+    got = {fmt: written(spark, kafka_bootstrap, topic) for fmt, topic in topics.items()}
+    for fmt in (JVM, OURS):
+        assert sorted(r[1] for r in got[fmt]) == sorted(f"v{i}".encode() for i in range(40))
+        assert all(r[0] is None for r in got[fmt]), fmt  # no key: 'Key' is not 'key'

@@ -49,6 +49,7 @@ def test_defaults() -> None:
         "linger.ms": "50",
         "delivery.timeout.ms": "120000",
         "queue.buffering.max.kbytes": "65536",
+        "message.max.bytes": "1048576",
         "queue.buffering.max.messages": "100000",
         "client.id": "kafka-direct-producer",
         "reconnect.backoff.ms": "20",
@@ -130,6 +131,66 @@ def test_the_user_choice_wins_over_each_default(user: dict[str, str], kept: dict
         assert not (a in config and b in config), (a, b)
 
 
+# user's kafka.* settings, what the producers get, the setting named in the warning
+IDEMPOTENCE_GIVES_WAY = [
+    ({"kafka.acks": "1"}, {"acks": "1", "enable.idempotence": "false"}, "kafka.acks is 1"),
+    (
+        {"kafka.request.required.acks": "1"},
+        {"request.required.acks": "1", "enable.idempotence": "false"},
+        "kafka.request.required.acks is 1",
+    ),
+    ({"kafka.retries": "0"}, {"retries": "0", "enable.idempotence": "false"}, "retries is 0"),
+    (
+        {"kafka.max.in.flight.requests.per.connection": "10"},
+        {"enable.idempotence": "false"},
+        "max.in.flight.requests.per.connection is 10, more than 5",
+    ),
+    ({"kafka.acks": "all", "kafka.retries": "3"}, {"enable.idempotence": "true"}, None),
+    ({"kafka.max.in.flight": "5"}, {"enable.idempotence": "true"}, None),
+]
+
+
+@pytest.mark.parametrize(("user", "expected", "warned"), IDEMPOTENCE_GIVES_WAY)
+def test_idempotence_is_a_default_that_gives_way_as_in_javas_producer(
+    user: dict[str, str],
+    expected: dict[str, str],
+    warned: str | None,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Java's producer (Kafka 3.0+) turns its default idempotence off when the user's acks,
+    # retries or max.in.flight cannot work with it; only an explicit choice conflicts.
+    with caplog.at_level("WARNING", logger="kafka_direct.config.sink"):
+        producer = parse_sink_options({**BASE, **user}).producer
+    assert {k: producer[k] for k in expected} == expected
+    if warned is None:
+        assert not caplog.records
+    else:
+        assert [r.getMessage() for r in caplog.records if warned in r.getMessage()]
+
+
+# user's kafka.* settings, the producers' message.max.bytes and queue bound in KB
+QUEUE_HOLDS_A_RECORD = [
+    ({}, "1048576", "65536"),
+    ({"kafka.message.max.bytes": "100000000"}, "100000000", "97657"),
+    ({"kafka.max.request.size": "100000000"}, "100000000", "97657"),
+    ({"kafka.message.max.bytes": "2000000"}, "2000000", "65536"),
+    ({"kafka.buffer.memory": "134217728"}, "1048576", "131072"),
+]
+
+
+@pytest.mark.parametrize(("user", "largest", "queue_kb"), QUEUE_HOLDS_A_RECORD)
+def test_the_queue_always_holds_the_largest_record_the_producer_lets_through(
+    user: dict[str, str], largest: str, queue_kb: str
+) -> None:
+    # librdkafka answers "queue full" for a record larger than the whole queue, however empty:
+    # without this the task would wait for room forever.
+    producer = parse_sink_options({**BASE, **user}).producer
+    assert (producer["message.max.bytes"], producer["queue.buffering.max.kbytes"]) == (
+        largest,
+        queue_kb,
+    )
+
+
 def test_delivery_timeout_follows_either_alias() -> None:
     assert (
         parse_sink_options({**BASE, "kafka.message.timeout.ms": "9000"}).delivery_timeout_ms == 9000
@@ -152,7 +213,17 @@ REFUSALS = [
     ("fastPath.enabled", {**BASE, "fastPath.enabled": "yes"}, "'true' or 'false'"),
     ("kafka.acks", {**BASE, "kafka.acks": "0"}, "never acknowledges a record"),
     ("kafka.request.required.acks", {**BASE, "kafka.request.required.acks": "0"}, "at-least-once"),
-    ("kafka.acks", {**BASE, "kafka.acks": "1"}, "also set 'kafka.enable.idempotence' to 'false'"),
+    (
+        "kafka.acks",
+        {**BASE, "kafka.acks": "1", "kafka.enable.idempotence": "true"},
+        "set 'kafka.enable.idempotence' to 'false' or remove it",
+    ),
+    (
+        "kafka.queue.buffering.max.kbytes",
+        {**BASE, "kafka.message.max.bytes": "100000000", "kafka.queue.buffering.max.kbytes": "64"},
+        "at least 97657",
+    ),
+    ("kafka.queue.buffering.max.kbytes", {**BASE, "kafka.buffer.memory": "1000"}, "buffer.memory"),
     ("kafka.delivery.timeout.ms", {**BASE, "kafka.delivery.timeout.ms": "0"}, "wait forever"),
     ("kafka.message.timeout.ms", {**BASE, "kafka.message.timeout.ms": "2m"}, "milliseconds"),
     ("deliveryGuarantee", {**BASE, "deliveryGuarantee": "exactly_once"}, "'exactly-once'"),

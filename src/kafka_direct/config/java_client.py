@@ -1,0 +1,118 @@
+"""A Spark job's Java Kafka client settings that librdkafka names or counts differently,
+translated. Pure: plain library, used wherever ``kafka.*`` options are judged
+(:func:`kafka_direct.config.reader.kafka_params`), in the driver and in executors.
+
+Why: most Java client settings have the same name in librdkafka, but a few of those that Spark
+jobs tune every day do not (``fetch.max.wait.ms`` is librdkafka's ``fetch.wait.max.ms``,
+``max.request.size`` its ``message.max.bytes``), and librdkafka refuses a name it does not know.
+So that a job moves by changing the format name, each of these becomes its librdkafka
+equivalent, with the value converted where the unit differs. A setting that only bounds how
+long the Java client's own calls block, or feeds its JMX metrics, has nothing to do in
+librdkafka and changes nothing that is read or written: it is dropped with a warning. A setting
+whose meaning librdkafka cannot give is refused, naming what to set instead.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+
+from kafka_direct.errors import ConfigurationError
+
+__all__ = ["DROPPED", "RENAMED", "translate_java_names"]
+
+log = logging.getLogger(__name__)
+
+
+def _same(value: str) -> str:
+    return value
+
+
+def _socket_buffer(value: str) -> str:
+    # Java's -1 is "the operating system's default", which librdkafka spells 0.
+    return "0" if value.strip() == "-1" else value
+
+
+def _bytes_to_kbytes(value: str) -> str:
+    try:
+        count = int(value.strip())
+    except ValueError:
+        return value  # librdkafka refuses it, in its own words, when the client is made
+    return str(max(1, -(-count // 1024)))  # rounded up: never a smaller queue than asked
+
+
+#: Java name → (librdkafka name, value conversion).
+RENAMED: dict[str, tuple[str, Callable[[str], str]]] = {
+    "fetch.max.wait.ms": ("fetch.wait.max.ms", _same),
+    "max.request.size": ("message.max.bytes", _same),
+    "receive.buffer.bytes": ("socket.receive.buffer.bytes", _socket_buffer),
+    "send.buffer.bytes": ("socket.send.buffer.bytes", _socket_buffer),
+    "buffer.memory": ("queue.buffering.max.kbytes", _bytes_to_kbytes),
+}
+
+#: Java-only settings that change nothing kafka_direct reads or writes, and why.
+DROPPED: dict[str, str] = {
+    "max.block.ms": "it bounds how long the Java producer's send() blocks; a task's wait for "
+    "room in the queue is bounded by kafka.delivery.timeout.ms",
+    "default.api.timeout.ms": "it bounds the Java consumer's blocking calls; kafka_direct's "
+    "offset requests are bounded by fetchOffset.numRetries and fetchOffset.retryIntervalMs",
+    "metadata.max.idle.ms": "the Java producer's metadata expiry for idle topics",
+    "exclude.internal.topics": "kafka_direct reads only the topics a query names",
+    "metric.reporters": "Java metrics reporters",
+    "metrics.num.samples": "Java client metrics",
+    "metrics.sample.window.ms": "Java client metrics",
+    "metrics.recording.level": "Java client metrics",
+    "auto.include.jmx.reporter": "Java client metrics",
+    "partitioner.adaptive.partitioning.enable": "it only moves records without a key, which "
+    "librdkafka spreads with its sticky partitioner (sticky.partitioning.linger.ms)",
+    "partitioner.availability.timeout.ms": "it only moves records without a key",
+}
+
+#: Kafka's default partitioner: what the sink does already (murmur2 of the key).
+_DEFAULT_PARTITIONERS = {
+    "org.apache.kafka.clients.producer.internals.DefaultPartitioner",
+    "org.apache.kafka.clients.producer.internals.BuiltInPartitioner",
+}
+
+
+def translate_java_names(params: Mapping[str, str], *, prefix: str = "kafka.") -> dict[str, str]:
+    """``params`` (names without ``prefix``) with Java-only names translated or dropped.
+
+    Refuses a Java name set together with its librdkafka twin (which one would the user
+    mean?) and a ``partitioner.class`` other than Kafka's default."""
+    out = dict(params)
+    for java, (native, convert) in RENAMED.items():
+        if java not in out:
+            continue
+        if native in out:
+            raise ConfigurationError(
+                f"{prefix}{java}",
+                out[java],
+                f"either {prefix}{java} (the Java client's name) or {prefix}{native} "
+                "(librdkafka's), not both",
+                f"They are one setting: remove one of them (now {prefix}{native}={out[native]!r}).",
+            )
+        out[native] = convert(out.pop(java))
+    for java, why in DROPPED.items():
+        if java in out:
+            del out[java]
+            log.warning(
+                "%s%s is a Java client setting that librdkafka has no use for: %s. Ignored.",
+                prefix,
+                java,
+                why,
+            )
+    partitioner = out.get("partitioner.class")
+    if partitioner is not None:
+        if partitioner.strip() not in _DEFAULT_PARTITIONERS:
+            raise ConfigurationError(
+                f"{prefix}partitioner.class",
+                partitioner,
+                "Kafka's default partitioner, or none: librdkafka runs no Java partitioner",
+                f"Leave it out: the sink puts a keyed record where Kafka's default partitioner "
+                f"does (murmur2 of the key). Choose one of librdkafka's with {prefix}partitioner "
+                "(e.g. 'random', 'consistent_random'), or set each row's partition in a "
+                "'partition' column.",
+            )
+        del out["partitioner.class"]
+    return out
