@@ -226,15 +226,18 @@ def fetch_range(
             # forgot it would wait the whole poll timeout on a next range ending at a marker.
             # (Set before the yield: the generator may be closed there.)
             pc.next_offset = log_end
+        if outcome is Outcome.OUT_OF_RANGE:
+            # librdkafka stops fetching after this error (auto.offset.reset=error), so the
+            # queue cannot be reused: the next read of this partition must re-assign. Set
+            # before the yield too: a generator closed there returns the consumer to the pool,
+            # and a task reusing its stopped queue would wait out its poll timeout.
+            pc.next_offset = None
         if batch is not None:
             yield batch
             del batch
             # Time spent downstream while suspended here is not time waiting on Kafka.
             progress.restart()
         if outcome is Outcome.OUT_OF_RANGE:
-            # librdkafka stops fetching after this error (auto.offset.reset=error), so the
-            # queue cannot be reused: the next read of this partition must re-assign.
-            pc.next_offset = None
             if nxt < until:
                 nxt = out_of_range(pc, rng, nxt, fail_on_data_loss, on_skip)
         elif log_end is not None and nxt < until:

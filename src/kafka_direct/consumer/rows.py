@@ -25,6 +25,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from kafka_direct.errors import KafkaClientError
+
 __all__ = [
     "ARROW_SCHEMA",
     "ARROW_SCHEMA_WITH_HEADERS",
@@ -99,9 +101,30 @@ def to_record_batch(
     ]
     if not include_headers:
         return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
-    headers = [_headers(h) for h in map(cls.headers, messages)]
+    headers = []
+    for message in messages:
+        try:
+            row_headers = message.headers()
+        except (SystemError, UnicodeDecodeError):
+            # confluent-kafka builds a header key with PyUnicode_FromString and raises
+            # SystemError on one that is not UTF-8 (Kafka does not check them); its raw bytes
+            # are lost then, and asking the same message again can crash the process.
+            raise _undecodable_header(topic, partition, message.offset()) from None
+        headers.append(_headers(row_headers))
     columns.append(pa.array(headers, HEADER_TYPE))
     return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA_WITH_HEADERS)
+
+
+def _undecodable_header(topic: str, partition: int, offset: int) -> KafkaClientError:
+    """A record whose headers confluent-kafka could not read, and the way round it."""
+    return KafkaClientError(
+        f"Reading {topic}-{partition} failed: the record at offset {offset} has a header key "
+        "that is not UTF-8, which confluent-kafka's messages cannot carry (a header key is a "
+        "string in Spark's rows). Read it through the C fast path (option fastPath.enabled="
+        "true, the default, with the extension built: it replaces such bytes with U+FFFD), or "
+        "leave includeHeaders off.",
+        code="_BAD_MSG",
+    )
 
 
 def _offsets(messages: Sequence[Any], cls: Any, n: int) -> pa.Array:

@@ -476,6 +476,33 @@ def test_consumer_stopped_by_out_of_range_is_repositioned_on_retry(
     assert fake.assigns == [0, 0]
 
 
+def test_a_read_closed_at_the_batch_that_carried_out_of_range_leaves_no_stopped_queue(
+    kafka: Callable[..., FakeConsumer],
+) -> None:
+    """Records and ``_AUTO_OFFSET_RESET`` come out of one read (retention passed the fetcher
+    while earlier records were queued); the caller stops at that batch, so the consumer goes
+    back to the pool. The next range starting where it stopped must see the loss, not wait its
+    poll timeout on a queue librdkafka stopped filling."""
+    log = FakeLog.plain(10)
+    fake = kafka(log, fetch_span=5)
+    consumes = 0
+
+    def retention_between_fetches() -> None:
+        nonlocal consumes
+        consumes += 1
+        if consumes == 2:
+            log.delete_before(8)
+
+    fake.on_consume = retention_between_fetches
+    pc = PartitionConsumer(fake)
+    reading = fetch_gen(pc, 0, 10)
+    next(reading)
+    reading.close()
+    assert pc.next_offset is None
+    with pytest.raises(DataLossError):
+        read(pc, 5, 10, poll_timeout_ms=300)
+
+
 # --- poll timeout ----------------------------------------------------------------------------
 
 

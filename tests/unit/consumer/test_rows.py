@@ -30,6 +30,7 @@ from kafka_direct.consumer.rows import (
     schema_ddl,
     to_record_batch,
 )
+from kafka_direct.errors import KafkaClientError
 
 # Spark's KafkaRecordToRowConverter.kafkaSchema, field by field (all nullable, as in Spark).
 SPARK_SCHEMA = StructType(
@@ -285,6 +286,26 @@ def test_headers_per_row() -> None:
         None,
         [{"key": "y", "value": None}, {"key": "z", "value": b"2"}],
     ]
+
+
+@dataclass
+class UndecodableHeaders(FakeMessage):
+    """confluent-kafka's Message.headers() on a header key that is not UTF-8: SystemError."""
+
+    def headers(self) -> list[tuple[str, bytes | None]] | None:
+        self.headers_calls.append(1)
+        raise SystemError("<built-in method headers> returned a result with an exception set")
+
+
+def test_a_header_key_confluent_kafka_cannot_decode_fails_naming_the_record_and_the_way_round() -> (
+    None
+):
+    bad = UndecodableHeaders(11)
+    with pytest.raises(KafkaClientError) as info:
+        to_record_batch("t", 3, [FakeMessage(10, _headers=[]), bad], include_headers=True)
+    message = str(info.value)
+    assert "t-3" in message and "offset 11" in message and "fastPath.enabled" in message
+    assert bad.headers_calls == [1]  # asked once: asking such a message again can crash
 
 
 def test_headers_are_not_read_when_not_included() -> None:
