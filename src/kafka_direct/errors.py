@@ -30,10 +30,10 @@ are never echoed), and anything else that may carry configuration goes through
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from kafka_direct.redaction import Scrubber
 from kafka_direct.redaction import shown as _shown
 
 __all__ = [
@@ -84,19 +84,10 @@ class ConfigurationError(KafkaDirectError, ValueError):
         super().__init__(message)
 
 
-#: A hidden value shorter than this is scrubbed only where quoted: replacing every "a" of a
-#: message would garble it, and show where the value's letters are.
-_SHORT = 4
-
-
 def _scrub(text: str, value: str, replacement: object) -> str:
     # librdkafka quotes a refused value in its own message ('Invalid value "..." for ...').
-    # One pass over both forms, longest first, so no replacement is scrubbed again.
-    forms = sorted({value, value.strip()} - {""}, key=len, reverse=True)
-    pattern = "|".join(re.escape(form) for form in forms)
-    if len(value.strip()) < _SHORT:
-        pattern = f"(?<=[\"'])(?:{pattern})(?=[\"'])"
-    return re.sub(pattern, lambda _m: str(replacement), text)
+    # The same scrubber as for librdkafka's log lines (kafka.logs), so both decide alike.
+    return Scrubber([value], replacement)(text)
 
 
 class UnsupportedKafkaOptionError(ConfigurationError):

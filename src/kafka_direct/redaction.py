@@ -11,6 +11,11 @@ rule, decided here only:
   ``kafkaParams`` key) that is not on the list of known, harmless librdkafka settings below.
   A key we do not know may be a secret we did not think of.
 
+A key is judged whatever its spelling: ``confluent.schema.registry.basic.auth.user_info``,
+``...userInfo`` and ``...user-info`` are ``basic.auth.user.info`` (:func:`is_secret`).
+Text that is not ours (librdkafka's log lines and error events) cannot be judged by key: a
+:class:`Scrubber` replaces the secret values of a client's config wherever they appear in it.
+
 :class:`kafka_direct.errors.ConfigurationError` applies :func:`shown` to every value it is
 given, so no caller can forget.
 """
@@ -18,13 +23,16 @@ given, so no caller can forget.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from functools import lru_cache
 
 __all__ = [
     "HIDDEN",
     "REDACTED",
     "SAFE_KAFKA_KEYS",
     "SECRET_KEYS",
+    "Scrubber",
+    "config_scrubber",
     "is_secret",
     "kafka_key",
     "may_show",
@@ -80,7 +88,7 @@ SECRET_KEYS = frozenset(
 _SECRET_WORDS = ("password", "passwd", "passphrase", "secret", "token", "credential", "jaas")
 _SECRET_PATTERN = re.compile(
     r"passw|passphrase|secret|token|jaas|credential|private|oauthbearer|\.pem$|_key$|"
-    r"keystore\.key|user\.info|keytab",
+    r"keystore\.key|user\.?info|keytab",
     re.I,
 )
 
@@ -170,26 +178,58 @@ def _bare(key: str) -> str:
     return low[len("kafka.") :] if low.startswith("kafka.") else low
 
 
+#: Dotted option namespaces that are not Kafka client settings: the Schema Registry client's
+#: (its secrets are caught by :func:`is_secret`) and Spark's own configuration.
+_NOT_KAFKA_PREFIXES = ("confluent.schema.registry.", "schema.registry.", "spark.")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_SEPARATORS = re.compile(r"[\s._\-]+")
+
+
+def _normal(key: str) -> str:
+    """``key`` as a bare dotted lowercase name: camelCase, ``_`` and ``-`` become dots and the
+    namespace prefix goes, so ``confluent.schema.registry.basic.auth.userInfo`` is compared as
+    ``basic.auth.user.info``. A prefix (``kafka.``, another client's) says where a setting goes,
+    not what it holds, and users spell a key in whichever style their last client used."""
+    dotted = _SEPARATORS.sub(".", _CAMEL.sub(".", key.strip())).strip(".").lower()
+    stripped = True
+    while stripped:
+        stripped = False
+        for prefix in ("kafka.", *_NOT_KAFKA_PREFIXES):
+            if dotted.startswith(prefix):
+                dotted, stripped = dotted[len(prefix) :], True
+    return dotted
+
+
+_NORMAL_SECRET_KEYS = frozenset(_normal(key) for key in SECRET_KEYS)
+
+
+# Cached: every client's config is judged key by key when it is created (logs.client_hooks),
+# and the near-miss checks cost about a millisecond per key; the keys are few and recur.
+@lru_cache(maxsize=4096)
 def is_secret(key: str) -> bool:
-    """Whether ``key``'s value is, or nearly certainly is, a secret (see the module notes)."""
-    bare = _bare(key)
-    if _SECRET_PATTERN.search(bare):
+    """Whether ``key``'s value is, or nearly certainly is, a secret (see the module notes).
+
+    The key is judged as written (without ``kafka.``) and as :func:`_normal` spells it: either
+    looking secret is enough."""
+    bare, normal = _bare(key), _normal(key)
+    if _SECRET_PATTERN.search(bare) or _SECRET_PATTERN.search(normal):
         return True
     if bare in SAFE_KAFKA_KEYS:
         return False  # none is near a secret key (a unit test checks)
     if any(_distance(bare, secret, 2) <= 2 for secret in SECRET_KEYS):
         return True
-    for segment in re.split(r"[._\-]", bare):
+    # One edit only from a short secret key: two turn the option ``isKey`` ("is.key") into
+    # ``ssl_key`` ("ssl.key").
+    for secret in _NORMAL_SECRET_KEYS:
+        limit = 2 if len(secret) >= 10 else 1
+        if _distance(normal, secret, limit) <= limit:
+            return True
+    for segment in {*re.split(r"[._\-]", bare), *normal.split(".")}:
         for word in _SECRET_WORDS:
             limit = 2 if len(word) >= 8 else 1
             if _distance(segment, word, limit) <= limit:
                 return True
     return False
-
-
-#: Dotted option namespaces that are not Kafka client settings: the Schema Registry client's
-#: (its secrets are caught by :func:`is_secret`) and Spark's own configuration.
-_NOT_KAFKA_PREFIXES = ("confluent.schema.registry.", "schema.registry.", "spark.")
 
 
 def kafka_key(key: str) -> bool:
@@ -208,10 +248,20 @@ def may_show(key: str) -> bool:
     return not kafka_key(key) or _bare(key) in SAFE_KAFKA_KEYS
 
 
+# The user info of a URL ("https://user:password@host"), up to the authority's last '@'.
+_URL_USER_INFO = re.compile(r"(?<=://)[^/?#\s]*@")
+
+
 def shown(key: str, value: object) -> object:
-    """``value`` as it may be shown for option ``key``: itself, :data:`REDACTED` for a secret, or
-    :data:`HIDDEN` for an unknown Kafka key. ``None`` (not set) stays ``None``."""
-    if value is None or may_show(key):
+    """``value`` as it may be shown for option ``key``: itself (any URL in it without its
+    ``user:password@``), :data:`REDACTED` for a secret, or :data:`HIDDEN` for an unknown Kafka
+    key. ``None`` (not set) stays ``None``."""
+    if value is None:
+        return value
+    if may_show(key):
+        if isinstance(value, str) and "@" in value:
+            masked = _URL_USER_INFO.sub("<redacted>@", value)
+            return value if masked == value else masked
         return value
     return REDACTED if is_secret(key) else HIDDEN
 
@@ -219,3 +269,63 @@ def shown(key: str, value: object) -> object:
 def redact(config: Mapping[str, object]) -> dict[str, object]:
     """A copy of ``config`` whose values are replaced by :func:`shown`, safe to log or show."""
     return {k: shown(k, v) for k, v in config.items()}
+
+
+#: A value shorter than this is scrubbed only where quoted: replacing every "a" of a text would
+#: garble it, and show where the value's letters are.
+SHORT = 4
+
+# ``name=value`` pairs inside a secret value (``sasl.oauthbearer.config``, a JAAS line):
+# librdkafka quotes parts of it ("Unrecognized sasl.oauthbearer.config beginning at: %s",
+# "'\"' cannot appear in principal: %s"), never the whole value.
+_PAIR = re.compile(r"""[\w.\-]+=("[^"]*"|'[^']*'|[^\s;]*)""")
+
+
+class Scrubber:
+    """Replaces the given secret values wherever they appear in a text, compiled once.
+
+    A value is matched as given and without its surrounding whitespace; one shorter than
+    :data:`SHORT` only where quoted. Its ``repr`` never shows the values.
+    """
+
+    def __init__(self, values: Iterable[str], replacement: object = REDACTED) -> None:
+        forms = {form for value in values for form in (value, value.strip()) if form.strip()}
+        # Longest first, in one pass: no replacement is scrubbed again, and a value that holds
+        # another is replaced whole.
+        long = sorted((f for f in forms if len(f.strip()) >= SHORT), key=len, reverse=True)
+        short = sorted((f for f in forms if len(f.strip()) < SHORT), key=len, reverse=True)
+        parts = ["|".join(map(re.escape, long))] if long else []
+        if short:
+            parts.append(f"(?<=[\"'])(?:{'|'.join(map(re.escape, short))})(?=[\"'])")
+        self._pattern = re.compile("|".join(parts)) if parts else None
+        self._replacement = str(replacement)
+        self._count = len(forms)
+
+    def __bool__(self) -> bool:
+        return self._pattern is not None
+
+    def __call__(self, text: str) -> str:
+        if self._pattern is None:
+            return text
+        return self._pattern.sub(lambda _m: self._replacement, text)
+
+    def __repr__(self) -> str:
+        return f"Scrubber({self._count} value(s))"
+
+
+def _secret_values(config: Mapping[str, object]) -> Iterator[str]:
+    for key, value in config.items():
+        if not isinstance(value, str) or not is_secret(key):
+            continue
+        yield value
+        for pair in _PAIR.finditer(value):
+            piece = pair.group(1).strip("\"'")
+            # a number alone ("lifeSeconds=3600") is no secret, and replacing it would garble
+            # every line that mentions the same number
+            yield from (form for form in (pair.group(0), piece) if not form.isdigit())
+
+
+def config_scrubber(config: Mapping[str, object]) -> Scrubber:
+    """The :class:`Scrubber` of the values of ``config``'s secret keys (:func:`is_secret`), and
+    of the ``name=value`` pairs inside them: for text a client of ``config`` writes."""
+    return Scrubber(_secret_values(config))

@@ -22,6 +22,10 @@ Options (names as ``from_avro``'s keywords and options, so a query moves between
   ``PERMISSIVE`` mode, the column that holds the bytes of each value that did not decode
   (default ``_corrupt_record``; null for the others);
 - ``confluent.schema.registry.*``: the registry's connection options (credentials, TLS).
+
+A ``user:password@`` in ``schemaRegistryAddress`` is moved into the registry options (as
+``confluent.schema.registry.basic.auth.user.info``, unless that is set), which no ``repr``
+shows: the source's options are logged and shown whole.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from typing import Literal
 from kafka_direct.config.kafka import Subscription
 from kafka_direct.config.reader import OptionReader
 from kafka_direct.errors import ConfigurationError
+from kafka_direct.schema_registry.options import move_credentials, shown_address
 
 __all__ = ["VALUE_FORMAT_DEFAULTS", "ValueFormat", "parse_value_format"]
 
@@ -61,6 +66,7 @@ class ValueFormat:
     """How the source returns ``value``: as Kafka's bytes, or decoded."""
 
     format: Format
+    #: the registry's URL, without user info (moved into ``options``)
     registry_address: str | None = None
     #: The reader schema's subject (None: jsonFormatSchema is the reader schema).
     subject: str | None = None
@@ -90,9 +96,14 @@ def parse_value_format(opts: OptionReader, strategy: Subscription) -> ValueForma
         given = [name for name in _DECODE_OPTIONS if opts.get(name) is not None]
         given += sorted(registry_options)
         if given:
+            value = opts.get(given[0])
+            if given[0].startswith(_REGISTRY_PREFIX):
+                value = "(set)"
+            elif given[0] == "schemaRegistryAddress" and value is not None:
+                value = shown_address(value)  # it may hold user:password@
             raise ConfigurationError(
                 given[0],
-                opts.get(given[0]) if not given[0].startswith(_REGISTRY_PREFIX) else "(set)",
+                value,
                 "to be set only with 'valueFormat' = 'avro' or 'protobuf'",
                 "Set the option 'valueFormat' to decode the values in the source, or remove it.",
             )
@@ -150,6 +161,8 @@ def parse_value_format(opts: OptionReader, strategy: Subscription) -> ValueForma
             corrupt,
             f"a column name that is not one of the source's own columns ({', '.join(_COLUMNS)})",
         )
+    if address is not None:
+        address, registry_options = move_credentials(address, registry_options)
     decode_options = {"mode": mode.upper(), **registry_options}
     version = opts.get("schemaVersion")
     if version:

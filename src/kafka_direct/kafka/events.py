@@ -13,6 +13,7 @@ import logging
 import re
 import threading
 from collections import deque
+from collections.abc import Callable
 
 from confluent_kafka import KafkaError
 
@@ -94,10 +95,19 @@ class ClientEvents:
         self._count = 0
         #: (event number, name, text, fatal) of recent authentication/TLS/fatal events.
         self._config_events: deque[tuple[int, str, str, bool]] = deque(maxlen=keep)
+        self._scrub: Callable[[str], str] | None = None
+
+    def scrub_with(self, scrub: Callable[[str], str]) -> None:
+        """Pass every later event's text through ``scrub`` before it is logged or kept: the
+        client's secret values (:func:`kafka_direct.kafka.logs.client_hooks` sets it), which
+        librdkafka may quote (the unsecured-JWT parser quotes ``sasl.oauthbearer.config``)."""
+        self._scrub = scrub
 
     def __call__(self, error: KafkaError) -> None:
         # Without librdkafka's timing suffix, a repeated event reads the same every time.
         name, text = error.name(), _TIMING.sub("", error.str())
+        if self._scrub is not None:
+            text = self._scrub(text)
         with self._lock:
             self._count += 1
             new = (name, text) not in self._events

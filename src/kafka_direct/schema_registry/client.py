@@ -21,8 +21,8 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
-from kafka_direct.config.kafka import REDACTED
 from kafka_direct.errors import ConfigurationError
+from kafka_direct.redaction import REDACTED
 from kafka_direct.schema_registry.errors import SchemaNotFoundError, SchemaRegistryError
 from kafka_direct.schema_registry.options import RegistryAuth, RegistryOptions
 
@@ -179,27 +179,43 @@ class RegistryClient:
         # Outside the try: a bad TLS file is a ConfigurationError (a ValueError), not a
         # transport failure.
         context = self._context()
+        where = f"{self.options.url} ({method} {path}{', ' + what if what else ''})"
         try:
             with urllib.request.urlopen(
                 request, timeout=self.options.timeout_s, context=context
             ) as response:
-                return json.loads(response.read() or b"null")
+                raw = response.read()
         except urllib.error.HTTPError as exc:
             raise self._http_error(exc, method, path, what) from None
-        except (OSError, ValueError) as exc:
+        except OSError as exc:  # the transport's: a socket or TLS error, not our request
             hint = (
                 tls_hint(str(exc), self.options.certificate_location is not None)
                 if self.options.url.startswith("https:")
                 else None
             )
             raise SchemaRegistryError(
-                f"Could not reach the Schema Registry at {self.options.url} ({method} {path}"
-                f"{', ' + what if what else ''}): {exc}. "
+                f"Could not reach the Schema Registry at {where}: {exc}. "
                 + (
                     hint
                     or "Check schemaRegistryAddress and that the registry is running and "
                     "reachable from every Spark worker."
                 )
+            ) from None
+        except ValueError:
+            # http.client refused to build the request. Never the exception's text: it quotes
+            # the offending header, and that is the Authorization header with its credentials.
+            raise SchemaRegistryError(
+                f"Could not send a request to the Schema Registry at {where}: a header or the "
+                "address is not valid in HTTP. Check schemaRegistryAddress, and that "
+                f"'{_USER_INFO}' or '{_BEARER}' holds only the credential (no line break, no "
+                "character outside Latin-1)."
+            ) from None
+        try:
+            return json.loads(raw or b"null")
+        except ValueError:
+            raise SchemaRegistryError(
+                f"The Schema Registry at {where} answered with something that is not JSON. "
+                "Check that schemaRegistryAddress is the registry's URL, not another service's."
             ) from None
 
     def _http_error(

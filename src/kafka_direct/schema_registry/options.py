@@ -11,13 +11,14 @@ moved into it, so no error or log line can carry a secret.
 from __future__ import annotations
 
 import difflib
+import re
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from kafka_direct.config.kafka import REDACTED, is_secret
 from kafka_direct.errors import ConfigurationError
+from kafka_direct.redaction import REDACTED, is_secret
 
 __all__ = [
     "DEFAULT_TIMEOUT_MS",
@@ -26,9 +27,12 @@ __all__ = [
     "RegistryAuth",
     "RegistryOptions",
     "WriteOptions",
+    "move_credentials",
     "parse_read_options",
     "parse_registry",
     "parse_write_options",
+    "shown_address",
+    "split_address",
 ]
 
 DEFAULT_TIMEOUT_MS = 30_000
@@ -41,7 +45,13 @@ _CERT = _PREFIX + "ssl.certificate.location"
 _KEY = _PREFIX + "ssl.key.location"
 _KEY_PASSWORD = _PREFIX + "ssl.key.password"
 _TIMEOUT = _PREFIX + "timeout.ms"
-_SECRETS = (_USER_INFO, _BEARER, _KEY_PASSWORD)
+_ADDRESS = "schemaRegistryAddress"
+#: Shown instead of the value of an option the function does not know (see _check_known).
+_UNKNOWN = "<value not shown: not a known option>"
+# What cannot travel in an HTTP header, or is not what the user meant to send: a line break
+# (from open(path).read()), a tab, any other control character. A token also holds no space.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_NOT_IN_TOKEN = re.compile(r"[\x00-\x20\x7f]")
 
 _REGISTRY_OPTIONS = (
     _USER_INFO,
@@ -108,14 +118,15 @@ class WriteOptions:
 
 
 def _check_known(options: Mapping[str, str], allowed: tuple[str, ...], function: str) -> None:
-    for key, value in options.items():
+    for key in options:
         if key in allowed:
             continue
-        shown = REDACTED if key in _SECRETS or is_secret(key) or "user.info" in key else value
+        # The value of a key we do not know is never shown: a misspelt credential key may be
+        # spelt in a way no rule of redaction.is_secret foresees, and the fix is the key's name.
         close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.8)
         raise ConfigurationError(
             key,
-            shown,
+            REDACTED if is_secret(key) else _UNKNOWN,
             f"one of the {function} options: {', '.join(allowed)}",
             f"Did you mean '{close[0]}'?"
             if close
@@ -123,29 +134,79 @@ def _check_known(options: Mapping[str, str], allowed: tuple[str, ...], function:
         )
 
 
-def parse_registry(address: str, options: Mapping[str, str]) -> RegistryOptions:
-    """The registry's address and connection options; credentials in a URL move to ``auth``."""
+def shown_address(address: str) -> str:
+    """``address`` as it may appear in a message: whatever precedes its last '@' may be
+    ``user:password``, however malformed the rest is (no scheme, a colon for ``://``)."""
+    return "<redacted>@" + address.rsplit("@", 1)[1] if "@" in address else address
+
+
+def split_address(address: object) -> tuple[str, str | None]:
+    """The registry's URL without user info, and the ``user:password`` the URL held (unquoted),
+    or None. Checked: an http(s) URL with a host name and a valid port."""
     if not isinstance(address, str) or not address.strip():
         raise ConfigurationError(
-            "schemaRegistryAddress",
-            address,
-            "the Schema Registry's URL, e.g. 'http://localhost:8081'",
+            _ADDRESS, address, "the Schema Registry's URL, e.g. 'http://localhost:8081'"
         )
-    parsed = urllib.parse.urlsplit(address.strip())
-    if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        shown = (
-            parsed._replace(netloc=parsed.hostname or "").geturl() if parsed.password else address
-        )
+    text = address.strip()
+    expected = "an http:// or https:// URL with a host name, e.g. 'https://registry:8081'"
+    fix = f"Give credentials in '{_USER_INFO}' rather than in the address." if "@" in text else None
+    try:
+        parsed = urllib.parse.urlsplit(text)
+        _ = parsed.port  # raises ValueError for a port that is not 0-65535
+    except ValueError:
+        # Never the exception's text: it may quote the address, credentials and all.
         raise ConfigurationError(
-            "schemaRegistryAddress", shown, "an http:// or https:// URL with a host name"
-        )
+            _ADDRESS, shown_address(text), f"{expected} and a port from 0 to 65535", fix
+        ) from None
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise ConfigurationError(_ADDRESS, shown_address(text), expected, fix)
+    if parsed.username is None:
+        return text, None
+    user_info = (
+        f"{urllib.parse.unquote(parsed.username)}:{urllib.parse.unquote(parsed.password or '')}"
+    )
+    # host[:port] as written (an IPv6 literal keeps its brackets)
+    return parsed._replace(netloc=parsed.netloc.rsplit("@", 1)[1]).geturl(), user_info
+
+
+def move_credentials(address: str, options: Mapping[str, str]) -> tuple[str, dict[str, str]]:
+    """``address`` without its user info, and ``options`` with that ``user:password`` as the
+    user-info option unless one is given: what :func:`parse_registry` would use, for a holder
+    of the address whose ``repr`` may be shown (the source's options)."""
+    url, user_info = split_address(address)
+    moved = dict(options)
+    if user_info is not None and not moved.get(_USER_INFO):
+        moved[_USER_INFO] = user_info
+    return url, moved
+
+
+def parse_registry(address: str, options: Mapping[str, str]) -> RegistryOptions:
+    """The registry's address and connection options; credentials in a URL move to ``auth``."""
+    url, url_user_info = split_address(address)
     user_info = options.get(_USER_INFO)
-    if parsed.username is not None:
-        user_info = user_info or (
-            f"{urllib.parse.unquote(parsed.username)}:{urllib.parse.unquote(parsed.password or '')}"
+    if url_user_info is not None:
+        user_info = user_info or url_user_info
+    if user_info is not None and _CONTROL.search(user_info):
+        # Refused, not stripped: spaces around a password may be part of it, and a line break
+        # sent along would only come back as a 401 that does not say why.
+        raise ConfigurationError(
+            _USER_INFO if options.get(_USER_INFO) else _ADDRESS,
+            REDACTED,
+            "'user:password' without a line break or other control character",
+            "Strip the line break a file read leaves, e.g. open(path).read().strip().",
         )
-        netloc = parsed.hostname + (f":{parsed.port}" if parsed.port else "")
-        parsed = parsed._replace(netloc=netloc)
+    bearer = options.get(_BEARER)
+    if bearer:
+        # Stripped, not refused: a token read from a file ends with a line break, and a bearer
+        # token (RFC 6750's b64token) holds no whitespace, so stripping cannot change a valid one.
+        bearer = bearer.strip()
+        if _NOT_IN_TOKEN.search(bearer):
+            raise ConfigurationError(
+                _BEARER,
+                REDACTED,
+                "one token, without spaces, line breaks or other control characters",
+                "Pass the token alone, as the identity provider issued it.",
+            )
     source = options.get(_CREDENTIALS_SOURCE, "USER_INFO")
     if source.upper() not in ("USER_INFO", "URL"):
         raise ConfigurationError(
@@ -158,7 +219,6 @@ def parse_registry(address: str, options: Mapping[str, str]) -> RegistryOptions:
         raise ConfigurationError(
             _USER_INFO, REDACTED, "'user:password'", "Separate the user and the password by ':'."
         )
-    bearer = options.get(_BEARER)
     if user_info and bearer:
         raise ConfigurationError(
             _BEARER, REDACTED, f"not to be set together with {_USER_INFO}", "Choose one."
@@ -177,7 +237,7 @@ def parse_registry(address: str, options: Mapping[str, str]) -> RegistryOptions:
             f"both {_CERT} and {_KEY} for TLS client authentication",
         )
     return RegistryOptions(
-        url=parsed.geturl().rstrip("/"),
+        url=url.rstrip("/"),
         auth=RegistryAuth(user_info, bearer, options.get(_KEY_PASSWORD)),
         ca_location=options.get(_CA),
         certificate_location=options.get(_CERT),

@@ -8,6 +8,7 @@ import pytest
 from kafka_direct.config.source import parse_source_options
 from kafka_direct.config.value_format import ValueFormat
 from kafka_direct.errors import ConfigurationError
+from kafka_direct.source.value_decode import value_decode
 
 BASE = {"kafka.bootstrap.servers": "b:9092", "subscribe": "orders"}
 REGISTRY = {"valueFormat": "avro", "schemaRegistryAddress": "http://registry:8081"}
@@ -159,3 +160,48 @@ def test_a_pattern_has_no_default_subject() -> None:
             {"kafka.bootstrap.servers": "b:9092", "subscribePattern": "o.*", **REGISTRY},
             streaming=None,
         )
+
+
+USER_INFO = f"{PREFIX}basic.auth.user.info"
+
+
+@pytest.mark.parametrize(
+    ("options", "url", "user_info"),
+    [
+        ({"schemaRegistryAddress": "https://sruser:SRPASS@registry:8081"},
+         "https://registry:8081", "sruser:SRPASS"),
+        # the option wins over the URL's, as in from_avro (parse_registry)
+        ({"schemaRegistryAddress": "https://sruser:SRPASS@registry:8081",
+          USER_INFO: "other:SRPASS2"}, "https://registry:8081", "other:SRPASS2"),
+        ({"schemaRegistryAddress": "https://registry:8081"}, "https://registry:8081", None),
+    ],
+    ids=["url-credentials", "option-wins", "none"],
+)  # fmt: skip
+def test_no_repr_shows_the_registry_address_credentials(
+    options: dict[str, str], url: str, user_info: str | None
+) -> None:
+    # Review: repr(SourceOptions) showed 'https://sruser:SRPASS@registry:8081'.
+    opts = parse_source_options(
+        {**BASE, "valueFormat": "avro", "jsonFormatSchema": SCHEMA, **options}, streaming=None
+    )
+    assert "SRPASS" not in repr(opts) and "sruser" not in repr(opts)
+    assert "SRPASS" not in repr(opts.value_format)
+    assert opts.value_format.registry_address == url
+    assert opts.value_format.options.get(USER_INFO) == user_info
+    # the decode still authenticates with them (no registry call: the reader schema is given)
+    decode = value_decode(opts.value_format)
+    assert decode is not None
+    registry = decode.plan.decoder.registry  # type: ignore[attr-defined]
+    assert (registry.url, registry.auth.user_info) == (url, user_info)
+
+
+@pytest.mark.parametrize(
+    "address", ["https://sruser:SRPASS@registry:8081", "sruser:SRPASS@registry:8081"]
+)
+def test_an_address_refused_with_binary_values_is_shown_without_credentials(
+    address: str,
+) -> None:
+    with pytest.raises(ConfigurationError) as info:
+        parse(schemaRegistryAddress=address)
+    assert "SRPASS" not in str(info.value) and "sruser" not in str(info.value)
+    assert "<redacted>@registry:8081" in str(info.value)
