@@ -71,13 +71,19 @@ def librdkafka_path() -> str | None:
 
 
 def route_log_lines(
-    client: str, lines: Iterable[tuple[int, str, str]], dropped: int, dropped_worst: int
+    client: str,
+    lines: Iterable[tuple[int, str, str]],
+    dropped: int,
+    dropped_worst: int,
+    scrub: Callable[[str], str] | None = None,
 ) -> None:
     """An extension's librdkafka log lines (syslog level, facility, text) to
     :data:`~kafka_direct.kafka.logs.LIBRDKAFKA_LOG`, named by ``client``, and a note when the
-    extension's buffer dropped some."""
+    extension's buffer dropped some. ``scrub`` removes the client's secret values, which
+    librdkafka may quote (an OIDC token endpoint's URL, say): see
+    :func:`kafka_direct.redaction.config_scrubber`."""
     for level, facility, line in lines:
-        LIBRDKAFKA_LOG.log(level, "%s [%s] %s", facility, client, line)
+        LIBRDKAFKA_LOG.log(level, "%s [%s] %s", facility, client, scrub(line) if scrub else line)
     if dropped:
         LIBRDKAFKA_LOG.log(
             _LOG_WARNING,

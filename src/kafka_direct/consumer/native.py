@@ -44,6 +44,7 @@ from kafka_direct.consumer.rows import (
 )
 from kafka_direct.kafka.events import ClientEvents
 from kafka_direct.kafka.translate import kafka_errors
+from kafka_direct.redaction import config_scrubber
 
 __all__ = [
     "DISABLE_ENV",
@@ -128,6 +129,10 @@ class NativeConsumer:
         if module is None:
             raise RuntimeError(f"The fast path is not available: {_extension.reason}")
         self._events = events
+        # The client's secret values, out of its log lines and error events (None: it has none).
+        self._scrub = config_scrubber(config) or None
+        if events is not None and self._scrub is not None:
+            events.scrub_with(self._scrub)
         self._impl = module.Consumer(dict(config))
 
     def _drain_events(self) -> None:
@@ -138,7 +143,7 @@ class NativeConsumer:
         if taken is None:
             return
         errors, lines, dropped, dropped_worst = taken
-        route_log_lines(CLIENT_NAME, lines, dropped, dropped_worst)
+        route_log_lines(CLIENT_NAME, lines, dropped, dropped_worst, self._scrub)
         if self._events is not None:
             for code, reason, fatal in errors:
                 self._events(KafkaError(code, reason, fatal=fatal))

@@ -57,6 +57,7 @@ from kafka_direct.producer.batch_producer import (
     refused_error,
 )
 from kafka_direct.producer.columns import SinkColumns
+from kafka_direct.redaction import config_scrubber
 
 __all__ = ["DISABLE_ENV", "NativeBatchProducer", "available", "new_batch_producer", "status"]
 
@@ -154,6 +155,10 @@ class NativeBatchProducer:
         self._timeout_option, self._timeout_ms = delivery_timeout_setting(config)
         self._latch = FatalLatch(producer_access(config))
         self._events = ClientEvents("The Kafka producer")
+        # The client's secret values, out of its log lines and error events (None: it has none).
+        self._scrub = config_scrubber(config) or None
+        if self._scrub is not None:
+            self._events.scrub_with(self._scrub)
         with kafka_errors("Creating the Kafka producer on the executor"):
             self._impl = module.Producer(dict(config))
 
@@ -171,7 +176,7 @@ class NativeBatchProducer:
         taken = self._impl.take_events()
         if taken is not None:
             errors, lines, dropped, dropped_worst = taken
-            route_log_lines(self._client, lines, dropped, dropped_worst)
+            route_log_lines(self._client, lines, dropped, dropped_worst, self._scrub)
             for code, reason, fatal in errors:
                 error = KafkaError(code, reason, fatal=fatal)
                 self._events(error)

@@ -106,3 +106,31 @@ def test_the_real_librdkafka_never_gets_a_secret_into_the_logs(
     assert "sasl.oauthbearer" in events.summary() or "OAUTHBEARER" in events.summary()
     assert secret not in logs.text and secret not in events.summary()
     assert REDACTED in logs.text + events.summary()  # librdkafka did quote it
+
+
+def test_the_c_fast_paths_scrub_their_log_lines_and_events(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The C extensions hand librdkafka's lines to route_log_lines and their error events to
+    ClientEvents themselves (no client_hooks): both must lose the client's secret values."""
+    from kafka_direct._native.loader import route_log_lines
+    from kafka_direct.consumer import native as native_consumer
+    from kafka_direct.producer.native import NativeBatchProducer
+    from kafka_direct.redaction import config_scrubber
+
+    line = 'OIDC: Failed to retrieve OIDC token from "http://127.0.0.1:1/token?code=URLSECRET"'
+    scrub = config_scrubber(OIDC_CONFIG)
+    with caplog.at_level(logging.DEBUG, logger="kafka_direct.librdkafka"):
+        route_log_lines("kafka-direct-producer", [(3, "OIDC", line)], 0, 0, scrub)
+    assert "URLSECRET" not in caplog.text and REDACTED in caplog.text
+    assert native_consumer.available(), "scripts/setup.sh builds the C extensions"
+    producer = NativeBatchProducer({k: v for k, v in OIDC_CONFIG.items() if k != "group.id"})
+    events = ClientEvents("The Kafka consumer")
+    consumer = native_consumer.NativeConsumer(OIDC_CONFIG, events)
+    try:
+        for client in (producer, consumer):
+            assert client._scrub is not None and "URLSECRET" not in client._scrub(line)
+        assert events._scrub is consumer._scrub and producer._events._scrub is producer._scrub
+    finally:
+        producer.close()
+        consumer.close()

@@ -38,7 +38,7 @@ def new_share_consumer(config: ReceiverStreamConfig, receiver: int) -> Any:
     settings = config.consumer_config(receiver)
     events = ClientEvents(f"Share receiver {receiver} of group '{config.group}'")
     try:
-        return ShareConsumer({**settings, **client_hooks(events)})
+        return ShareConsumer({**settings, **client_hooks(events, settings)})
     except KafkaException as exc:
         refused = config_error(exc, config.kafka, prefix="")
         if refused is not None:
