@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 import uuid
 
+import pytest
+
 from kafka_direct.kafka.groups import fetch_group_offsets
 from kafka_direct.kafka.lag import group_lag
 from kafka_direct.offsets import TopicPartition
@@ -26,7 +28,7 @@ def test_finished_batches_are_committed_to_the_group_and_a_new_query_resumes_the
     try:
         sink = Collector()
         df = reader(
-            stream=True, subscribe=topic, startingOffsets="earliest", **{"kafka.group.id": group}
+            stream=True, subscribe=topic, startingOffsets="earliest", commitOffsetsToGroup=group
         ).load()
         query = start(df, sink, str(tmp_path / "ck1"), availableNow=True)
         assert query.awaitTermination(120)
@@ -49,7 +51,7 @@ def test_finished_batches_are_committed_to_the_group_and_a_new_query_resumes_the
     second = produce_known(kafka_bootstrap, topic, per_partition=10, partitions=2, start_index=25)
     sink2 = Collector()
     df2 = reader(
-        stream=True, subscribe=topic, startingOffsets="committed", **{"kafka.group.id": group}
+        stream=True, subscribe=topic, startingOffsets="committed", commitOffsetsToGroup=group
     ).load()
     query = start(df2, sink2, str(tmp_path / "ck2"), availableNow=True)
     assert query.awaitTermination(120)
@@ -60,7 +62,16 @@ def test_finished_batches_are_committed_to_the_group_and_a_new_query_resumes_the
     }
 
 
-def test_commits_can_be_switched_off(make_topic, reader, kafka_bootstrap, tmp_path):
+@pytest.mark.parametrize(
+    "commits",
+    [
+        {"commitOffsetsToGroup": "GROUP", "commitOffsets": "false"},
+        # As Spark's source: kafka.group.id names the executors' group, and is never committed to.
+        {"kafka.group.id": "GROUP"},
+    ],
+    ids=["commitOffsets=false", "kafka.group.id alone"],
+)
+def test_commits_can_be_switched_off(make_topic, reader, kafka_bootstrap, tmp_path, commits):
     topic = make_topic()
     group = f"g-{uuid.uuid4().hex[:8]}"
     produce_known(kafka_bootstrap, topic, per_partition=5)
@@ -68,8 +79,7 @@ def test_commits_can_be_switched_off(make_topic, reader, kafka_bootstrap, tmp_pa
         stream=True,
         subscribe=topic,
         startingOffsets="earliest",
-        commitOffsets="false",
-        **{"kafka.group.id": group},
+        **{key: group if value == "GROUP" else value for key, value in commits.items()},
     ).load()
     sink = Collector()
     query = start(df, sink, str(tmp_path / "ck"), availableNow=True)
@@ -99,7 +109,7 @@ def test_a_stream_with_a_pending_commit_lag_shows_it(make_topic, reader, kafka_b
     group = f"g-{uuid.uuid4().hex[:8]}"
     produce_known(kafka_bootstrap, topic, per_partition=6)
     df = reader(
-        stream=True, subscribe=topic, startingOffsets="earliest", **{"kafka.group.id": group}
+        stream=True, subscribe=topic, startingOffsets="earliest", commitOffsetsToGroup=group
     ).load()
     sink = Collector()
     query = start(df, sink, str(tmp_path / "ck"))

@@ -17,8 +17,11 @@ would on its next request.
 
 :class:`FakeOffsetReader` answers like ``kafka_direct.kafka.offset_reader.AdminOffsetReader``:
 
-- ``partitions``: ``subscribe`` leaves missing topics out, ``subscribePattern`` full-matches topic
-  names, ``assign`` raises :class:`TopicNotFoundError` for a partition the cluster does not have;
+- ``partitions``: ``subscribe`` leaves missing topics out; ``subscribePattern`` and ``assign``
+  follow the caller's rules (``STRUCTURED``: the pattern anywhere in a name, an assigned partition
+  its topic lacks left out; ``DSTREAM``: whole names, such a partition refused), and an assigned
+  topic the cluster does not have raises :class:`TopicNotFoundError`, with the same helpers as
+  the real reader (:mod:`kafka_direct.planning.reader`);
 - ``earliest``/``latest``/``for_timestamps`` raise :class:`TopicNotFoundError` for unknown
   partitions, like ``list_offsets`` does;
 - ``for_timestamps`` returns the first retained offset whose timestamp is >= the given one, and -1
@@ -43,7 +46,6 @@ offset (a new leader behind the old one's log end), once.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -52,6 +54,12 @@ from typing import Any
 from kafka_direct.config.kafka import Subscription
 from kafka_direct.errors import KafkaClientError, OffsetsUnavailableError, TopicNotFoundError
 from kafka_direct.offsets import PartitionOffsets, TopicPartition
+from kafka_direct.planning.reader import (
+    SubscriptionRules,
+    assigned_partitions,
+    matching_topics,
+    rules_for,
+)
 
 __all__ = ["FakeCluster", "FakeOffsetReader", "FakePartition"]
 
@@ -207,7 +215,10 @@ class FakeOffsetReader:
 
     # -- the OffsetReader protocol -------------------------------------------------------------
 
-    def partitions(self, strategy: Subscription) -> set[TopicPartition]:
+    def partitions(
+        self, strategy: Subscription, *, rules: SubscriptionRules | None = None
+    ) -> set[TopicPartition]:
+        rules = rules_for(strategy, rules)
         self._record("partitions", strategy)
         if self.cluster.metadata_down:
             raise KafkaClientError(
@@ -219,15 +230,10 @@ class FakeOffsetReader:
         if strategy.kind == "subscribe":
             return {tp for tp in existing if tp.topic in strategy.topics}
         if strategy.kind == "subscribePattern":
-            pattern = re.compile(strategy.pattern or "")
-            return {tp for tp in existing if pattern.fullmatch(tp.topic)}
-        missing = [tp for tp in strategy.partitions if tp not in existing]
-        if missing:
-            raise TopicNotFoundError(
-                f"Option 'assign' names {', '.join(map(str, missing))}, which the cluster does "
-                "not have."
-            )
-        return set(strategy.partitions)
+            names = matching_topics(strategy.pattern or "", self.cluster.topics, rules.pattern)
+            return {tp for tp in existing if tp.topic in names}
+        topics = {t: range(len(parts)) for t, parts in self.cluster.topics.items()}
+        return assigned_partitions(strategy.partitions, topics, rules)
 
     def earliest(self, tps: Iterable[TopicPartition]) -> PartitionOffsets:
         wanted = sorted(set(tps))

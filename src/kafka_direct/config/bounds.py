@@ -7,6 +7,7 @@ against the broker by :mod:`kafka_direct.planning.resolve`.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -36,6 +37,8 @@ __all__ = [
     "starting_bound",
     "subscription",
 ]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -116,17 +119,77 @@ def subscription(opts: OptionReader) -> Subscription:
             raise ConfigurationError("subscribe", value, "a comma-separated list of topics")
         return Subscription("subscribe", topics=tuple(dict.fromkeys(topics)))
     if kind == "subscribePattern":
-        if not value:
-            # An empty regex matches every topic; never read the whole cluster by accident.
-            raise ConfigurationError("subscribePattern", value, "a non-empty regular expression")
-        try:
-            re.compile(value)
-        except re.error as exc:
-            raise ConfigurationError(
-                "subscribePattern", value, "a valid regular expression", f"It fails with: {exc}."
-            ) from None
+        check_java_pattern(value)
         return Subscription("subscribePattern", pattern=value)
     return Subscription("assign", partitions=tuple(parse_assign(value)))
+
+
+#: What Spark's patterns have that Python's ``re`` lacks: said when a pattern fails to compile.
+_JAVA_ONLY = (
+    "Spark takes a Java regular expression (java.util.regex), which kafka_direct matches with "
+    "Python's re. Python lacks Java's \\p{...} classes (write [a-zA-Z] ranges), \\Q...\\E "
+    "quoting (escape each character with \\ instead) and (?<name>...) groups (write "
+    "(?P<name>...))."
+)
+
+
+def check_java_pattern(value: str) -> None:
+    """Refuse a ``subscribePattern`` that Python's ``re`` cannot compile, or would read
+    otherwise than Java, for which Spark's users wrote it."""
+    if not value:
+        # An empty regex matches every topic; never read the whole cluster by accident.
+        raise ConfigurationError("subscribePattern", value, "a non-empty regular expression")
+    # Before compiling: Python compiles these with another meaning (and a FutureWarning).
+    construct = _java_class_construct(value)
+    if construct is not None:
+        raise ConfigurationError(
+            "subscribePattern",
+            value,
+            "a regular expression that Java and Python read alike",
+            f"It has {construct}. Spark takes a Java regular expression, which kafka_direct "
+            "matches with Python's re; a topic name has no '&' nor '[', so list the characters "
+            "the class keeps instead (Java's [a-z&&[^x]] is [a-wy-z]).",
+        )
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ConfigurationError(
+            "subscribePattern",
+            value,
+            "a valid regular expression",
+            f"It fails with: {exc}. {_JAVA_ONLY}",
+        ) from None
+
+
+def _java_class_construct(pattern: str) -> str | None:
+    """The first construct inside a character class that Java reads as set arithmetic and
+    Python as literal characters: ``&&`` (Java's intersection), ``[`` (Java's union)."""
+    i, in_class = 0, False
+    while i < len(pattern):
+        char = pattern[i]
+        if pattern.startswith("\\Q", i):
+            # Java's quoting, literal up to \E (Python refuses it when it compiles).
+            end = pattern.find("\\E", i + 2)
+            i = len(pattern) if end < 0 else end + 2
+            continue
+        if char == "\\":
+            i += 2  # an escaped character is literal in both
+            continue
+        if not in_class:
+            if char == "[":
+                in_class = True
+                i += 2 if pattern.startswith("^", i + 1) else 1
+                # A ']' first in a class is a literal one (in Python), not its end.
+                i += 1 if pattern.startswith("]", i) else 0
+                continue
+        elif pattern.startswith("&&", i):
+            return f"'&&' inside a character class at position {i} (Java's class intersection)"
+        elif char == "[":
+            return f"'[' inside a character class at position {i} (Java's class union)"
+        elif char == "]":
+            in_class = False
+        i += 1
+    return None
 
 
 def starting_bound(opts: OptionReader, streaming: bool | None) -> OffsetBound:
@@ -167,10 +230,16 @@ def starting_bound(opts: OptionReader, streaming: bool | None) -> OffsetBound:
 
 
 def ending_bound(opts: OptionReader, streaming: bool | None) -> OffsetBound | None:
-    given = [
-        n for n in ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp") if opts.get(n)
-    ]
     if streaming:
+        # Spark's validateStreamOptions refuses these two and never reads endingTimestamp in a
+        # stream, so a job that sets it runs there: it runs here too, told it has no effect.
+        if opts.get("endingTimestamp"):
+            log.warning(
+                "Option 'endingTimestamp' is ignored in a streaming query (a stream has no end), "
+                "as Spark's Kafka source ignores it; remove it, or use spark.read for a bounded "
+                "batch"
+            )
+        given = [n for n in ("endingOffsets", "endingOffsetsByTimestamp") if opts.get(n)]
         if given:
             raise ConfigurationError(
                 given[0],

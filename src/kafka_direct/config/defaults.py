@@ -22,8 +22,10 @@ OPTION_DEFAULTS: dict[str, str] = {
     "failOnDataLoss": "true",
     "includeHeaders": "false",
     "kafkaConsumer.pollTimeoutMs": "120000",
+    # Attempts in all, and the wait between them: what Spark's KafkaOffsetReaderAdmin reads
+    # (its documentation says 10 ms; its code, the behaviour a job moved from it gets, 1000).
     "fetchOffset.numRetries": "3",
-    "fetchOffset.retryIntervalMs": "10",
+    "fetchOffset.retryIntervalMs": "1000",
     # How long a stream waits for a partition, or the whole cluster, that gives no offsets.
     "fetchOffset.unavailableTimeout": "10m",
     "maxOffsetsPerTrigger": "",

@@ -100,11 +100,20 @@ class ConsumerCache:
 
 @dataclass(frozen=True)
 class GroupCommits:
-    """The consumer group this query reports to, and what it does with it."""
+    """The consumer groups this query reads its start from and reports to.
 
-    #: 'commitOffsetsToGroup', else kafka.group.id, else None.
+    Only 'commitOffsetsToGroup' turns commits on. ``kafka.group.id`` alone is used where
+    Spark uses it (the executors' group name) and by ``startingOffsets=committed``, but never
+    committed to: Spark's source never commits, so a job moved from ``format("kafka")`` must
+    not start moving its group, nor need rights on it.
+    """
+
+    #: ``startingOffsets=committed`` reads this group: 'commitOffsetsToGroup', else
+    #: kafka.group.id, else None.
     group: str | None
-    #: 'commitOffsets': whether finished micro-batches are committed to ``group``.
+    #: 'commitOffsetsToGroup' as given, else None.
+    commit_group: str | None
+    #: 'commitOffsets': whether finished micro-batches are committed to ``commit_group``.
     enabled: bool
     #: ``startingOffsets=committed``: earliest | latest | error for partitions with no commit.
     committed_fallback: Literal["earliest", "latest", "error"]
@@ -112,7 +121,7 @@ class GroupCommits:
     @property
     def target(self) -> str | None:
         """The group finished micro-batches are committed to, or None for no commits."""
-        return self.group if self.enabled else None
+        return self.commit_group if self.enabled else None
 
 
 @dataclass(frozen=True)
@@ -219,8 +228,10 @@ def parse_source_options(raw: Mapping[str, str], *, streaming: bool | None) -> S
     prefix = opts.text("groupIdPrefix")
     if not prefix:
         raise ConfigurationError("groupIdPrefix", prefix, "a non-empty string")
+    commit_group = _commit_group(opts)
     commits = GroupCommits(
-        group=_group(opts, kafka),
+        group=commit_group or kafka.get("group.id") or None,
+        commit_group=commit_group,
         enabled=opts.boolean("commitOffsets"),
         committed_fallback=opts.choice("committedOffsetsFallback", ("earliest", "latest", "error")),
     )
@@ -251,7 +262,7 @@ def parse_source_options(raw: Mapping[str, str], *, streaming: bool | None) -> S
             max_records_per_task=opts.integer("maxRecordsPerTask", minimum=1),
         ),
         fetch_offset=OffsetFetch(
-            num_retries=opts.integer("fetchOffset.numRetries", minimum=0),
+            num_retries=_attempts(opts),
             retry_interval_ms=opts.integer("fetchOffset.retryIntervalMs", minimum=0),
             unavailable_timeout_ms=opts.duration("fetchOffset.unavailableTimeout"),
         ),
@@ -290,8 +301,8 @@ def _rates(opts: OptionReader) -> TriggerRates:
     )
 
 
-def _group(opts: OptionReader, kafka: KafkaConfig) -> str | None:
-    """The query's consumer group: 'commitOffsetsToGroup', else kafka.group.id, else none."""
+def _commit_group(opts: OptionReader) -> str | None:
+    """'commitOffsetsToGroup': the group to commit to, the only switch that turns commits on."""
     named = opts.get("commitOffsetsToGroup")
     if named is not None and not named:
         raise ConfigurationError(
@@ -300,7 +311,21 @@ def _group(opts: OptionReader, kafka: KafkaConfig) -> str | None:
             "a consumer group id",
             "Remove the option, or set 'commitOffsets' to 'false' to switch commits off.",
         )
-    return named or kafka.get("group.id") or None
+    return named or None
+
+
+def _attempts(opts: OptionReader) -> int:
+    """'fetchOffset.numRetries': how many times an offset request is made in all, as Spark's
+    KafkaOffsetReaderAdmin counts it (its default, 3, is one request and two retries)."""
+    if opts.text("fetchOffset.numRetries") == "0":
+        # Spark makes no attempt at 0, and fails every offset request with an assertion.
+        raise ConfigurationError(
+            "fetchOffset.numRetries",
+            "0",
+            "an integer >= 1: the number of attempts, as Spark counts it",
+            "Set 1 for a single attempt with no retry; the default is 3.",
+        )
+    return opts.integer("fetchOffset.numRetries", minimum=1)
 
 
 #: 'maxBatchBytes' bounds: a batch of at least a few records of common sizes; at most what one

@@ -41,7 +41,7 @@ from kafka_direct.planning.data_loss import LossLedger, apply_data_loss_policy, 
 from kafka_direct.planning.patience import OffsetPatience
 from kafka_direct.planning.pid import PIDRateEstimator
 from kafka_direct.planning.rates import clamp, max_messages_per_partition
-from kafka_direct.planning.reader import OffsetReader
+from kafka_direct.planning.reader import DSTREAM, OffsetReader
 from kafka_direct.planning.resolve import Fallback, resolve_known, resolve_new_partitions
 
 __all__ = ["DirectStreamPlanner", "RateController"]
@@ -85,7 +85,9 @@ class DirectStreamPlanner:
 
         def resolve() -> PartitionOffsets:
             tps = sorted(
-                self._patience.partitions(lambda: self.reader.partitions(strategy.subscription))
+                self._patience.partitions(
+                    lambda: self.reader.partitions(strategy.subscription, rules=DSTREAM)
+                )
             )
             stored = self._load_stored(tps) if tps else {}
             given = {tp: off for tp, off in strategy.offsets.items() if tp in set(tps)}
@@ -124,7 +126,7 @@ class DirectStreamPlanner:
         """The next batch's ranges, one per partition (empty ones included), from ``current``."""
         try:
             tps = self._patience.partitions(
-                lambda: self.reader.partitions(self.strategy.subscription)
+                lambda: self.reader.partitions(self.strategy.subscription, rules=DSTREAM)
             )
             latest, missing = _answered(lambda: self.reader.latest(tps, known=current))
             earliest, missing_first = _answered(lambda: self.reader.earliest(tps))

@@ -29,6 +29,7 @@ from kafka_direct.config.dstream import AutoOffsetReset, validate_params
 from kafka_direct.config.kafka import KafkaConfig, Subscription
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.offsets import PartitionOffsets, TopicPartition
+from kafka_direct.planning.reader import DSTREAM, matching_topics
 
 __all__ = [
     "ConsumerStrategies",
@@ -137,19 +138,24 @@ class ConsumerStrategies:
         kafkaParams: Mapping[str, Any],
         offsets: Mapping[Any, int] | None = None,
     ) -> ConsumerStrategy:
-        """Every topic whose whole name matches ``pattern`` (a Python regular expression)."""
+        """Every topic whose whole name matches ``pattern`` (a Python regular expression), as
+        Spark Streaming's ``SubscribePattern`` does: it hands the pattern to the Java consumer's
+        ``subscribe(Pattern)``, which keeps a topic when ``matcher(name).matches()``. (The
+        structured source's ``subscribePattern`` keeps a topic whose name merely contains a
+        match, as Spark's does: :data:`~kafka_direct.planning.reader.STRUCTURED`.)"""
         text = pattern.pattern if isinstance(pattern, re.Pattern) else pattern
         if not isinstance(text, str) or not text:
             # An empty regex matches every topic; never read the whole cluster by accident.
             raise ConfigurationError("pattern", text, "a non-empty regular expression")
         try:
-            compiled = re.compile(text)
+            re.compile(text)
         except re.error as exc:
             raise ConfigurationError(
                 "pattern", text, f"a valid regular expression ({exc})"
             ) from None
         given = _offsets(offsets)
-        outside = sorted(tp for tp in given if not compiled.fullmatch(tp.topic))
+        matched = matching_topics(text, {tp.topic for tp in given}, DSTREAM.pattern)
+        outside = sorted(tp for tp in given if tp.topic not in matched)
         _refuse_outside(outside, "a topic matching the pattern")
         subscription = Subscription("subscribePattern", pattern=text)
         return _strategy("SubscribePattern", subscription, kafkaParams, given)

@@ -17,15 +17,15 @@ What the cluster answers is checked before anyone uses it:
 - **First contact fails fast.** Until some broker has answered this reader, a failure is not an
   outage but, most likely, a wrong address, a port that is not Kafka, or bad security settings:
   the first call waits at most ``connect_timeout_s`` (10 s), then fails with the cause the client
-  reported and what to check. Once connected, retriable failures are retried
-  ``fetchOffset.numRetries`` times, ``fetchOffset.retryIntervalMs`` apart (Spark's options);
-  the stream planner adds its own patience on top (``fetchOffset.unavailableTimeout``).
+  reported and what to check. Once connected, a request that fails with a retriable error is
+  made ``fetchOffset.numRetries`` times in all, ``fetchOffset.retryIntervalMs`` apart (Spark's
+  options, counted as Spark counts them: 3 attempts, 1 s apart); the stream planner adds its
+  own patience on top (``fetchOffset.unavailableTimeout``).
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
@@ -48,7 +48,13 @@ from kafka_direct.kafka.events import SILENT, ClientEvents, reach_advice
 from kafka_direct.kafka.groups import fetch_group_offsets
 from kafka_direct.kafka.translate import kafka_errors, translate
 from kafka_direct.offsets import PartitionOffsets, TopicPartition
-from kafka_direct.planning.reader import TimestampType
+from kafka_direct.planning.reader import (
+    SubscriptionRules,
+    TimestampType,
+    assigned_partitions,
+    matching_topics,
+    rules_for,
+)
 
 __all__ = ["AdminOffsetReader"]
 
@@ -77,7 +83,7 @@ class AdminOffsetReader:
         *,
         isolation_level: str = "read_uncommitted",
         num_retries: int = 3,
-        retry_interval_ms: int = 10,
+        retry_interval_ms: int = 1000,
         request_timeout_s: float = 30.0,
         connect_timeout_s: float = 10.0,
         admin_factory: Callable[[Mapping[str, str], ClientEvents], Any] | None = None,
@@ -88,7 +94,8 @@ class AdminOffsetReader:
             if isolation_level == "read_committed"
             else IsolationLevel.READ_UNCOMMITTED
         )
-        self._num_retries = num_retries
+        #: Attempts in all, as Spark counts 'fetchOffset.numRetries' (at least one).
+        self._num_retries = max(1, num_retries)
         self._retry_interval_s = retry_interval_ms / 1000.0
         self._timeout_s = request_timeout_s
         self._connect_timeout_s = connect_timeout_s
@@ -233,7 +240,10 @@ class AdminOffsetReader:
             out[name] = {p.id for p in description.partitions}
         return out
 
-    def partitions(self, strategy: Subscription) -> set[TopicPartition]:
+    def partitions(
+        self, strategy: Subscription, *, rules: SubscriptionRules | None = None
+    ) -> set[TopicPartition]:
+        rules = rules_for(strategy, rules)
         if strategy.kind == "subscribe":
             self.check_rights(strategy.topics)
             named = self.named_topic_partitions(strategy.topics)
@@ -241,24 +251,12 @@ class AdminOffsetReader:
         if strategy.kind == "assign":
             self.check_rights(sorted({tp.topic for tp in strategy.partitions}))
             topics = self.named_topic_partitions(tp.topic for tp in strategy.partitions)
-            missing = [
-                tp for tp in strategy.partitions if tp.partition not in topics.get(tp.topic, ())
-            ]
-            if missing:
-                names = ", ".join(str(tp) for tp in missing)
-                raise TopicNotFoundError(
-                    f"Option 'assign' names {names}, which the cluster does not have. "
-                    "Create the topic (or partitions) first, or fix the 'assign' JSON."
-                )
-            return set(strategy.partitions)
+            return assigned_partitions(strategy.partitions, topics, rules)
         # subscribePattern: every topic's name, as Spark's connector lists them at each trigger.
         topics = self.topic_partitions()
-        pattern = re.compile(strategy.pattern or "")
-        matched = {
-            TopicPartition(t, p) for t, ps in topics.items() if pattern.fullmatch(t) for p in ps
-        }
-        self.check_rights(sorted({tp.topic for tp in matched}))
-        return matched
+        matched = matching_topics(strategy.pattern or "", topics, rules.pattern)
+        self.check_rights(matched)
+        return {TopicPartition(t, p) for t in matched for p in topics[t]}
 
     def check_rights(self, topics: Iterable[str]) -> None:
         """May this principal READ ``topics``? Kafka leaves the topics a principal may not
@@ -284,13 +282,15 @@ class AdminOffsetReader:
     ) -> PartitionOffsets:
         wanted = list(tps)
         result = self._list(wanted, lambda _tp: CkOffsetSpec.latest(), "latest")
-        # A latest offset behind one we already saw can be a stale answer from a lagging
-        # replica (KAFKA-7703); Spark re-asks before believing it, and so do we.
-        for attempt in range(self._num_retries):
+        # A latest offset behind one we already saw can be a stale answer from a replica just
+        # made leader (KAFKA-7703). As Spark, ask up to numRetries times in all, retryIntervalMs
+        # (1 s) apart: an answer still behind is reported as data loss, so the wait must outlast
+        # the new leader catching up (replica fetches wait up to 500 ms); 10 ms never did.
+        for attempt in range(2, self._num_retries + 1):
             behind = [tp for tp, off in result.items() if known and off < known.get(tp, -1)]
             if not behind:
                 break
-            log.info("Latest offsets went backwards for %s; re-checking (%d)", behind, attempt + 1)
+            log.info("Latest offsets went backwards for %s; asking again (%d)", behind, attempt)
             time.sleep(self._retry_interval_s)
             result.update(self._list(behind, lambda _tp: CkOffsetSpec.latest(), "latest"))
         return result
@@ -386,7 +386,8 @@ class AdminOffsetReader:
         self.connect()
         # The admin client lives as long as the query: only events of this call count.
         mark = self._events.mark() if self._events is not None else 0
-        for attempt in range(self._num_retries + 1):
+        # fetchOffset.numRetries counts attempts, as Spark's withRetries does (3: two retries).
+        for attempt in range(1, self._num_retries + 1):
             try:
                 return call()
             except TopicNotFoundError:
@@ -400,10 +401,10 @@ class AdminOffsetReader:
                         f"Could not {what}: {fatal}", code=fatal.code, retriable=False
                     ) from exc
                 if not exc.retriable or attempt >= self._num_retries:
-                    raise self._final(what, attempt + 1, exc, events) from exc
-                log.info("Failed to %s (attempt %d): %s", what, attempt + 1, exc)
+                    raise self._final(what, attempt, exc, events) from exc
+                log.info("Failed to %s (attempt %d): %s", what, attempt, exc)
                 time.sleep(self._retry_interval_s)
-        raise AssertionError("unreachable")
+        raise AssertionError("unreachable: fetchOffset.numRetries is at least 1")
 
     def _final(
         self, what: str, attempts: int, exc: KafkaClientError, events: ClientEvents | None

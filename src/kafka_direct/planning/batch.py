@@ -17,7 +17,7 @@ from kafka_direct.config.source import SourceOptions
 from kafka_direct.errors import TopicNotFoundError
 from kafka_direct.offsets import OffsetRange
 from kafka_direct.planning.pushdown import Predicate, describe_pushed, narrow_ranges
-from kafka_direct.planning.reader import OffsetReader
+from kafka_direct.planning.reader import STRUCTURED, OffsetReader
 from kafka_direct.planning.resolve import (
     check_range_order,
     resolve_ending,
@@ -35,7 +35,7 @@ def plan_batch_read(
 ) -> list[OffsetRange]:
     """Ranges of a batch read (``spark.read``): starting to ending offsets, narrowed by the
     ``pushed`` filters, split."""
-    tps = reader.partitions(opts.strategy)
+    tps = reader.partitions(opts.strategy, rules=STRUCTURED)
     if opts.strategy.kind == "subscribe":
         missing = sorted(set(opts.strategy.topics) - {tp.topic for tp in tps})
         if missing:

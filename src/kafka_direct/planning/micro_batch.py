@@ -43,7 +43,7 @@ from kafka_direct.planning.data_loss import DataLoss, LossLedger, apply_data_los
 from kafka_direct.planning.lookups import OffsetLookups
 from kafka_direct.planning.patience import OffsetPatience
 from kafka_direct.planning.rates import min_offsets_gate, rate_limit
-from kafka_direct.planning.reader import OffsetReader
+from kafka_direct.planning.reader import STRUCTURED, OffsetReader
 from kafka_direct.planning.repair import CheckpointRepair
 from kafka_direct.planning.resolve import (
     resolve_new_partitions,
@@ -134,7 +134,7 @@ class StreamPlanner(OffsetLookups):
                 lambda: self.reader.partitions(Subscription("subscribe", topics=topics))
             )
             return existing & set(strategy.partitions)
-        tps = self._patience.partitions(lambda: self.reader.partitions(strategy))
+        tps = self._patience.partitions(lambda: self.reader.partitions(strategy, rules=STRUCTURED))
         if not tps:
             # Spark asks again at once when a trigger finds nothing: say it once a minute.
             self._quiet.log(

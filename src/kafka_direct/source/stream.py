@@ -108,6 +108,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.planner = StreamPlanner(
             opts, functools.partial(make_reader, opts), on_loss=loss_journal.record
         )
+        # Only 'commitOffsetsToGroup' names a group to commit to: with kafka.group.id alone the
+        # stream commits nothing and needs no rights on the group, as Spark's source.
         group = opts.commits.target
         self.committer = None if group is None else GroupCommitter(opts.kafka, group)
 

@@ -11,7 +11,7 @@ from pyspark.errors import PySparkException
 
 from tests.integration.faults.support import SHORT_LIVED_POOL, KnownProducer
 
-#: Far below the 4 x 30 s a read would hang if each attempt waited out the request timeout.
+#: Far below the 3 x 30 s a read would hang if each attempt waited out the request timeout.
 NO_HANG_S = 60.0
 
 

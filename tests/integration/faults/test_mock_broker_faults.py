@@ -68,7 +68,7 @@ def test_retriable_list_offsets_errors_are_ridden_out(
 
     def failing_requests() -> None:
         # The next ListOffsets requests, to any broker, answer with leadership errors: more of
-        # them than one trigger's retries ('fetchOffset.numRetries', 3) absorb.
+        # them than one trigger's attempts ('fetchOffset.numRetries', 3) absorb.
         mock_cluster.push_request_errors(
             ApiKey.LIST_OFFSETS,
             *[KafkaError.NOT_LEADER_FOR_PARTITION] * 4,

@@ -7,10 +7,11 @@ down; one that answers slower gets librdkafka's OFFSET_INVALID (-1001) with no e
 partitions, which an older kafka_direct wrote into Spark's offset log as an end offset: every
 restart then failed on it ("a slow broker bricks the checkpoint").
 
-Each failed offset request is retried ``fetchOffset.numRetries`` times (default 3) before the
-stream planner sees the partial answer, so with the defaults one trigger under a slow leader lasts
-four request timeouts (2 minutes), during which no partition advances. The tests set
-``fetchOffset.numRetries=0`` to see the planner's handling after one request timeout.
+Each failed offset request is made ``fetchOffset.numRetries`` times in all (default 3, counted
+as Spark counts it) before the stream planner sees the partial answer, so with the defaults one
+trigger under a slow leader lasts three request timeouts (90 s), during which no partition
+advances. The tests set ``fetchOffset.numRetries=1`` to see the planner's handling after one
+request timeout.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from tests.integration.streams import Collector, expected_keys, start, wait_for
 #: no more, because responses delayed before the RTT is restored still take this long.
 SLOWER_THAN_THE_REQUEST_TIMEOUT_MS = 32_000
 #: One request timeout with no retry: the planner sees the partial answer after 30 s.
-ONE_ATTEMPT = {"fetchOffset.numRetries": "0"}
+ONE_ATTEMPT = {"fetchOffset.numRetries": "1"}
 
 
 def _ends(log: dict[int, dict[str, dict[str, int]]], batch: int, topic: str) -> dict[int, int]:

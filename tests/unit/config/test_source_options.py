@@ -8,6 +8,7 @@ tells the user what to do. Cases marked "Spark:" mirror a check of Spark's Kafka
 from __future__ import annotations
 
 import dataclasses
+import logging
 import pickle
 from collections.abc import Mapping
 from typing import Any
@@ -66,9 +67,9 @@ INT_OPTIONS_MIN_1 = [
     "consumerCache.capacity",
     "arrowBatchSize",
     "maxRecordsPerTask",
+    "fetchOffset.numRetries",
 ]
 INT_OPTIONS_MIN_0 = [
-    "fetchOffset.numRetries",
     "fetchOffset.retryIntervalMs",
     "consumerCache.timeoutMs",
 ]
@@ -90,6 +91,21 @@ INVALID_CASES = [
        "a non-empty regular expression", id="Spark: empty subscribePattern"),
     _p({**BOOTSTRAP, "subscribePattern": "events-("}, True, "subscribePattern", "'events-('",
        "It fails with: missing ), unterminated subpattern", id="invalid subscribePattern regex"),
+    # Spark compiles the pattern as a Java regex: what Python lacks is named in the error...
+    _p({**BOOTSTRAP, "subscribePattern": r"\p{Alpha}+-events"}, True, "subscribePattern",
+       r"'\\p{Alpha}+-events'", "Spark takes a Java regular expression (java.util.regex), "
+       "which kafka_direct matches with Python's re. Python lacks Java's \\p{...} classes",
+       id="Java: \\p{...}"),
+    _p({**BOOTSTRAP, "subscribePattern": r"\Qorders.eu\E"}, True, "subscribePattern",
+       "bad escape \\Q", "\\Q...\\E quoting (escape each character with \\ instead)",
+       id="Java: \\Q...\\E"),
+    # ... and what Python reads otherwise (a FutureWarning, and another meaning) is refused.
+    _p({**BOOTSTRAP, "subscribePattern": "events-[a-z&&[^x]]"}, True, "subscribePattern",
+       "'events-[a-z&&[^x]]'", "It has '&&' inside a character class at position 11 (Java's "
+       "class intersection). Spark takes a Java regular expression", id="Java: &&"),
+    _p({**BOOTSTRAP, "subscribePattern": "events-[a-c[x-z]]"}, True, "subscribePattern",
+       "'events-[a-c[x-z]]'", "'[' inside a character class at position 11 (Java's class union)",
+       id="Java: nested class"),
     _p({**BOOTSTRAP, "assign": '{"t": [0'}, True, "assign", "'{\"t\": [0'",
        "The JSON is malformed: Expecting ',' delimiter at character 8",
        id="malformed assign JSON"),
@@ -161,8 +177,6 @@ INVALID_CASES = [
        "'{\"t\": {\"0\": -7}}'", "-1 (latest) for t-0", id="endingOffsets JSON with -7"),
     _p({**SUB, "endingOffsets": "latest"}, True, "endingOffsets", "'latest'",
        "A stream has no end", id="Spark: endingOffsets on a stream"),
-    _p({**SUB, "endingTimestamp": "1700000000000"}, True, "endingTimestamp",
-       "'1700000000000'", "A stream has no end", id="Spark: endingTimestamp on a stream"),
     _p({**SUB, "endingOffsetsByTimestamp": '{"t": {"0": 1}}'}, True, "endingOffsetsByTimestamp",
        "'{\"t\": {\"0\": 1}}'", "A stream has no end",
        id="Spark: endingOffsetsByTimestamp on a stream"),
@@ -198,6 +212,9 @@ INVALID_CASES = [
         for name in INT_OPTIONS_MIN_0
         for value in ("-1", "1e3")
     ],
+    _p({**SUB, "fetchOffset.numRetries": "0"}, True, "fetchOffset.numRetries", "'0'",
+       "an integer >= 1: the number of attempts, as Spark counts it. Set 1 for a single "
+       "attempt", id="Spark: fetchOffset.numRetries=0 makes no attempt"),
     _p({**SUB, "minOffsetsPerTrigger": "10", "maxOffsetsPerTrigger": "5"}, True,
        "minOffsetsPerTrigger", "'10'",
        "a value <= maxOffsetsPerTrigger (5). Lower minOffsetsPerTrigger or raise",
@@ -335,7 +352,8 @@ def test_owned_kafka_key_is_refused_whatever_its_case() -> None:
         pytest.param(True, "timestamp_strategy", "error", id="timestamp strategy error"),
         pytest.param(True, "reads.poll_timeout_ms", 120_000, id="pollTimeoutMs 120 s"),
         pytest.param(True, "fetch_offset.num_retries", 3, id="fetchOffset.numRetries 3"),
-        pytest.param(True, "fetch_offset.retry_interval_ms", 10, id="retryIntervalMs 10"),
+        # Spark's code (KafkaOffsetReaderAdmin) reads 1000, whatever its documentation says.
+        pytest.param(True, "fetch_offset.retry_interval_ms", 1000, id="retryIntervalMs 1000"),
         pytest.param(True, "rates.max_offsets", None, id="no maxOffsetsPerTrigger"),
         pytest.param(True, "rates.min_offsets", None, id="no minOffsetsPerTrigger"),
         pytest.param(True, "rates.max_trigger_delay_ms", 900_000, id="maxTriggerDelay 15m"),
@@ -570,6 +588,31 @@ def test_offset_specs(
     assert got_ending == ending
 
 
+@pytest.mark.parametrize(
+    ("raw", "warned"),
+    [
+        pytest.param({"endingTimestamp": STAMP}, True, id="Spark: ignored, here with a warning"),
+        pytest.param(
+            {"endingTimestamp": STAMP, "startingTimestamp": "5"}, True, id="beside a start"
+        ),
+        pytest.param({}, False, id="not set"),
+    ],
+)
+def test_ending_timestamp_is_ignored_by_a_stream_as_in_spark(
+    raw: dict[str, str], warned: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Spark's validateStreamOptions refuses endingOffsets and endingOffsetsByTimestamp only
+    (both in the refusal table above): a stream never reads endingTimestamp."""
+    with caplog.at_level(logging.WARNING, logger="kafka_direct.config.bounds"):
+        opts = parse({**SUB, **raw}, streaming=True)
+    assert opts.ending is None
+    said = [r.getMessage() for r in caplog.records if "endingTimestamp" in r.getMessage()]
+    assert bool(said) == warned
+    if warned:
+        assert "ignored in a streaming query" in said[0]
+        assert "as Spark's Kafka source ignores it" in said[0]
+
+
 def test_offsets_within_assign_are_accepted() -> None:
     opts = parse(
         {**BOOTSTRAP, "assign": '{"t": [0, 1]}', "startingOffsets": '{"t": {"1": 5}}'}, True
@@ -647,7 +690,7 @@ def test_invalid_durations(text: str) -> None:
         pytest.param(
             "maxRecordsPerPartition", "9", "splits.max_records_per_partition", 9, id="maxRecs"
         ),
-        pytest.param("fetchOffset.numRetries", "0", "fetch_offset.num_retries", 0, id="no retries"),
+        pytest.param("fetchOffset.numRetries", "1", "fetch_offset.num_retries", 1, id="no retry"),
         pytest.param("consumerCache.enabled", "false", "consumer_cache.enabled", False, id="cache"),
         pytest.param("fastPath.enabled", "false", "reads.fast_path", False, id="fast path off"),
         pytest.param("groupIdPrefix", "mine", "group_id_prefix", "mine", id="prefix"),

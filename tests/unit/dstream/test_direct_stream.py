@@ -19,7 +19,12 @@ from kafka_direct.dstream.strategies import (
     LocationStrategies,
     warn_if_ignored,
 )
-from kafka_direct.errors import ConfigurationError, DataLossError, UnsupportedKafkaOptionError
+from kafka_direct.errors import (
+    ConfigurationError,
+    DataLossError,
+    TopicNotFoundError,
+    UnsupportedKafkaOptionError,
+)
 from kafka_direct.offsets import OffsetRange, PartitionOffsets, TopicPartition
 from tests.unit.fake_reader import FakeCluster
 
@@ -236,6 +241,33 @@ def test_start_below_earliest_is_data_loss(cluster: FakeCluster) -> None:
     with pytest.raises(DataLossError, match="t-0"):
         _start(cluster, s, {T0: 2, T1: 0})
     assert _start(cluster, s, {T0: 2, T1: 0}, fail_on_data_loss=False) == {T0: 6, T1: 0}
+
+
+@pytest.mark.parametrize(
+    ("pattern", "topics"),
+    [
+        # Spark Streaming's SubscribePattern: KafkaConsumer.subscribe(Pattern) keeps a topic
+        # when matcher(name).matches(), the whole name (the structured source's
+        # subscribePattern finds the pattern anywhere, as Spark's does).
+        ("orders", ["orders"]),
+        ("orders.*", ["orders", "orders-eu"]),
+        (".*orders", ["legacy-orders", "orders"]),
+    ],
+)
+def test_subscribe_pattern_matches_whole_names_as_spark_streaming(
+    cluster: FakeCluster, pattern: str, topics: list[str]
+) -> None:
+    for name in ("orders", "orders-eu", "legacy-orders"):
+        cluster.create_topic(name, records=1)
+    strategy = ConsumerStrategies.SubscribePattern(pattern, {**P, "auto.offset.reset": "earliest"})
+    assert sorted({tp.topic for tp in _start(cluster, strategy)}) == topics
+
+
+def test_assign_of_a_partition_the_topic_lacks_is_refused_at_start(cluster: FakeCluster) -> None:
+    # Spark Streaming fails too, once the consumer's position for it times out.
+    strategy = ConsumerStrategies.Assign([T0, ("t", 5)], P)
+    with pytest.raises(TopicNotFoundError, match=r"Option 'assign' names t-5,"):
+        _start(cluster, strategy)
 
 
 def test_start_beyond_the_log_end_is_refused(cluster: FakeCluster) -> None:

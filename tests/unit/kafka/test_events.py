@@ -304,7 +304,7 @@ def _reader(
 
     return AdminOffsetReader(
         {"bootstrap.servers": "nohost:9092", "sasl.password": "hunter2"},
-        num_retries=2,
+        num_retries=3,  # attempts in all, as Spark counts 'fetchOffset.numRetries'
         retry_interval_ms=0,
         connect_timeout_s=7.5,
         admin_factory=factory,

@@ -16,6 +16,7 @@ from kafka_direct.config.kafka import Subscription
 from kafka_direct.errors import KafkaClientError, TopicNotFoundError
 from kafka_direct.kafka.offset_reader import AdminOffsetReader
 from kafka_direct.offsets import TopicPartition
+from kafka_direct.planning.reader import DSTREAM, STRUCTURED, SubscriptionRules
 
 #: The cluster: topic -> partitions; "secret" exists but is not this principal's to describe.
 CLUSTER = {"a": 2, "b": 3, "__consumer_offsets": 50, **{f"other-{i}": 4 for i in range(1000)}}
@@ -24,8 +25,13 @@ HIDDEN = {"secret"}
 
 class RecordingAdmin:
     def __init__(
-        self, transport_failures: int = 0, controller: int = 1, unknown_offsets: int = 0
+        self,
+        transport_failures: int = 0,
+        controller: int = 1,
+        unknown_offsets: int = 0,
+        cluster: dict[str, int] | None = None,
     ) -> None:
+        self.cluster = CLUSTER if cluster is None else cluster
         self.listings = 0
         self.offset_requests = 0
         #: How many ListOffsets requests a leader answers "unknown topic" before it knows it.
@@ -38,7 +44,7 @@ class RecordingAdmin:
         self.listings += 1
         topics = {
             name: SimpleNamespace(partitions=dict.fromkeys(range(n)), error=None)
-            for name, n in CLUSTER.items()
+            for name, n in self.cluster.items()
         }
         return SimpleNamespace(topics=topics, controller_id=self.controller, brokers={1: None})
 
@@ -61,6 +67,9 @@ class RecordingAdmin:
                 future.set_exception(KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)))
             out[name] = future
         return out
+
+    def partitions(self) -> set[TopicPartition]:
+        return {TopicPartition(t, p) for t, n in self.cluster.items() for p in range(n)}
 
     def list_offsets(self, request: Any, **_: Any) -> dict[Any, Future[Any]]:
         self.offset_requests += 1
@@ -123,24 +132,74 @@ def test_a_trigger_describes_only_the_named_topics(
     reader = _reader(admin)
     reader.connect()  # first contact: one listing, once per reader
     for _ in range(3):  # three triggers
-        assert reader.partitions(strategy) == expected
+        assert reader.partitions(strategy, rules=STRUCTURED) == expected
     assert admin.listings == 1
     assert admin.described == ([described] * 3 if described else [])
 
 
-def test_an_assigned_partition_the_cluster_does_not_have_is_named() -> None:
+ASSIGN_A0_A5 = Subscription("assign", partitions=(TopicPartition("a", 0), TopicPartition("a", 5)))
+
+
+def test_an_assigned_partition_its_topic_lacks_is_left_out_for_the_structured_source() -> None:
+    # Spark's AssignStrategy keeps the assigned partitions that DescribeTopics lists.
     reader = _reader(RecordingAdmin())
-    strategy = Subscription("assign", partitions=(TopicPartition("a", 5),))
-    with pytest.raises(TopicNotFoundError, match=r"Option 'assign' names a-5"):
-        reader.partitions(strategy)
+    assert reader.partitions(ASSIGN_A0_A5, rules=STRUCTURED) == _tps(("a", 0))
 
 
-def test_a_pattern_still_lists_every_topic() -> None:
-    admin = RecordingAdmin()
+@pytest.mark.parametrize(
+    ("strategy", "rules", "named"),
+    [
+        # Spark Streaming's Assign fails on it too (the consumer's position times out).
+        (ASSIGN_A0_A5, DSTREAM, "a-5"),
+        # A topic the cluster does not have: Spark's DescribeTopics fails on it.
+        (Subscription("assign", partitions=(TopicPartition("nope", 0),)), STRUCTURED, "nope-0"),
+        (Subscription("assign", partitions=(TopicPartition("nope", 0),)), DSTREAM, "nope-0"),
+    ],
+)
+def test_an_assigned_partition_the_cluster_does_not_have_is_named(
+    strategy: Subscription, rules: SubscriptionRules, named: str
+) -> None:
+    reader = _reader(RecordingAdmin())
+    with pytest.raises(TopicNotFoundError, match=rf"Option 'assign' names {named},"):
+        reader.partitions(strategy, rules=rules)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "rules", "topics"),
+    [
+        # Spark's structured source: findFirstIn, the pattern anywhere in the name.
+        ("a", STRUCTURED, ["a", "bab"]),
+        ("b", STRUCTURED, ["b", "bab"]),
+        ("^b$", STRUCTURED, ["b"]),
+        ("a.*", STRUCTURED, ["a", "bab"]),
+        # Spark Streaming's SubscribePattern: Matcher.matches(), the whole name.
+        ("a", DSTREAM, ["a"]),
+        ("b", DSTREAM, ["b"]),
+        ("b.*", DSTREAM, ["b", "bab"]),
+    ],
+)
+def test_a_pattern_lists_every_topic_and_matches_as_the_api_it_mirrors(
+    pattern: str, rules: SubscriptionRules, topics: list[str]
+) -> None:
+    admin = RecordingAdmin(cluster={"a": 2, "b": 3, "bab": 1, "__a": 1})
     reader = _reader(admin)
     reader.connect()
-    assert reader.partitions(Subscription("subscribePattern", pattern="a.*")) == A_PARTITIONS
-    assert (admin.listings, admin.described) == (2, [])
+    found = reader.partitions(Subscription("subscribePattern", pattern=pattern), rules=rules)
+    assert sorted({tp.topic for tp in found}) == topics
+    assert found == {tp for tp in admin.partitions() if tp.topic in topics}
+    assert (admin.listings, admin.described) == (2, [])  # a listing, whatever the rules
+
+
+@pytest.mark.parametrize(
+    "strategy",
+    [ASSIGN_A0_A5, Subscription("subscribePattern", pattern="a")],
+    ids=["assign", "subscribePattern"],
+)
+def test_where_the_apis_differ_the_caller_must_say_which_it_mirrors(
+    strategy: Subscription,
+) -> None:
+    with pytest.raises(ValueError, match=r"needs rules=STRUCTURED or rules=DSTREAM"):
+        _reader(RecordingAdmin()).partitions(strategy)
 
 
 A_ONLY = Subscription("subscribe", topics=("a", "missing"))
@@ -180,4 +239,4 @@ def test_a_leader_that_goes_on_not_knowing_it_is_an_outage_a_stream_waits_out() 
         reader.latest(A_PARTITIONS)
     assert caught.value.retriable
     assert not isinstance(caught.value, TopicNotFoundError)
-    assert admin.offset_requests == 4  # fetchOffset.numRetries (3) + 1
+    assert admin.offset_requests == 3  # fetchOffset.numRetries (3): attempts, as Spark counts

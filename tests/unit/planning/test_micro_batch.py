@@ -340,10 +340,29 @@ def test_new_topic_matching_the_pattern_is_read_in_full(starting: str) -> None:
     assert first == ([("events-a-0", 0, 3)] if starting == "earliest" else [])
 
     cluster.create_topic("events-b", partitions=2, records=[4, 1])
-    cluster.create_topic("other-events-c", records=5)  # full match only, like Kafka's pattern
+    # Found anywhere in the name, as Spark's SubscribePatternStrategy (findFirstIn) finds it.
+    cluster.create_topic("old-events-c", records=5)
+    cluster.create_topic("events", records=1)  # no "events-" in it
     cluster.append("events-a", 0, 2)
-    assert q.trigger() == [("events-a-0", 3, 5), ("events-b-0", 0, 4), ("events-b-1", 0, 1)]
+    assert q.trigger() == [
+        ("events-a-0", 3, 5),
+        ("events-b-0", 0, 4),
+        ("events-b-1", 0, 1),
+        ("old-events-c-0", 0, 5),
+    ]
     assert q.trigger() is None
+
+
+def test_an_assigned_partition_created_while_running_is_read_from_its_start() -> None:
+    """Spark's AssignStrategy keeps the assigned partitions the topic has: t-1 is left out until
+    it is created, then read in full, as a new partition is."""
+    cluster = FakeCluster()
+    cluster.create_topic("t", records=3)
+    q = MicroBatches(cluster, {"assign": '{"t": [0, 1]}', "startingOffsets": "earliest"})
+    assert q.trigger() == [("t-0", 0, 3)]
+    cluster.add_partitions("t")
+    cluster.append("t", 1, 4)
+    assert q.trigger() == [("t-1", 0, 4)]
 
 
 def test_new_partition_of_a_subscribed_topic_starts_at_earliest() -> None:

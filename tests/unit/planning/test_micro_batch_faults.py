@@ -247,11 +247,21 @@ def test_an_invalid_start_not_seen_in_this_run_rereads_rather_than_skips(
     assert any("invalid offset -1001 for t-0" in r.getMessage() for r in caplog.records)
 
 
-def test_an_invalid_start_uses_the_groups_commit_when_the_query_commits(two: FakeCluster) -> None:
+@pytest.mark.parametrize(
+    ("group", "resumes_at"),
+    [
+        ({"commitOffsetsToGroup": "g"}, 3),
+        # kafka.group.id alone commits nothing: the group's offsets are not this query's.
+        ({"kafka.group.id": "g"}, 0),
+    ],
+)
+def test_an_invalid_start_uses_the_groups_commit_when_the_query_commits(
+    two: FakeCluster, group: dict[str, str], resumes_at: int
+) -> None:
     two.groups["g"] = {T0: 3}
-    q = patient(two, {"subscribe": "t", "kafka.group.id": "g"}, Clock())
+    q = patient(two, {"subscribe": "t", **group}, Clock())
     q.start = {T0: -1001, T1: 5}
-    assert spans(q.planner.plan_ranges(q.start, q.latest())) == [("t-0", 3, 5)]
+    assert spans(q.planner.plan_ranges(q.start, q.latest())) == [("t-0", resumes_at, 5)]
 
 
 # --- data deleted before it was read --------------------------------------------------------------

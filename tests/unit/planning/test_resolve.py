@@ -193,9 +193,53 @@ def test_subscribe_to_missing_topics_names_all_of_them(cluster: FakeCluster) -> 
         plan(cluster, {"subscribe": "b,t,a"})
 
 
-def test_assign_of_a_missing_partition_is_topic_not_found(cluster: FakeCluster) -> None:
-    with pytest.raises(TopicNotFoundError, match=r"t-5"):
-        plan(cluster, {"assign": '{"t": [0, 5]}'})
+@pytest.mark.parametrize(
+    ("assign", "expected"),
+    [
+        ('{"t": [0, 5]}', [("t-0", 2, 10)]),
+        ('{"t": [5]}', []),
+    ],
+)
+def test_an_assigned_partition_the_topic_lacks_is_left_out_as_in_spark(
+    cluster: FakeCluster, assign: str, expected: list[tuple[str, int, int]]
+) -> None:
+    # Spark's AssignStrategy keeps the assigned partitions that DescribeTopics lists.
+    assert spans(plan(cluster, {"assign": assign})) == expected
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "match"),
+    [
+        # Spark asserts that the JSON names exactly the partitions read: t-5 is not one.
+        pytest.param(
+            {"startingOffsets": '{"t": {"0": -2, "5": -2}}'},
+            ConfigurationError,
+            r"'startingOffsets': got 't-5'",
+            id="startingOffsets",
+        ),
+        pytest.param(
+            {"endingOffsets": '{"t": {"0": -1, "5": -1}}'},
+            ConfigurationError,
+            r"'endingOffsets': got 't-5'",
+            id="endingOffsets",
+        ),
+        pytest.param(
+            {"startingOffsetsByTimestamp": '{"t": {"0": 1, "5": 1}}'},
+            ConfigurationError,
+            r"'startingOffsetsByTimestamp': got 't-5'",
+            id="startingOffsetsByTimestamp",
+        ),
+        # A topic the cluster does not have: Spark's DescribeTopics fails on it.
+        pytest.param(
+            {"assign": '{"t": [0], "nope": [0]}'}, TopicNotFoundError, r"nope-0", id="no topic"
+        ),
+    ],
+)
+def test_a_read_naming_an_assigned_partition_that_does_not_exist_fails_as_in_spark(
+    cluster: FakeCluster, options: dict[str, str], error: type[Exception], match: str
+) -> None:
+    with pytest.raises(error, match=match):
+        plan(cluster, {"assign": '{"t": [0, 5]}', **options})
 
 
 def test_subscribe_pattern_matching_nothing_is_an_empty_batch(cluster: FakeCluster) -> None:
@@ -211,6 +255,28 @@ def test_subscribe_pattern_reads_every_matching_topic(cluster: FakeCluster) -> N
         ("t-1", 0, 5),
         ("t2-0", 0, 3),
     ]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "topics"),
+    [
+        # Spark's SubscribePatternStrategy keeps a topic when findFirstIn finds the pattern.
+        ("orders", ["legacy-orders", "orders", "orders-eu"]),
+        ("^orders", ["orders", "orders-eu"]),
+        ("orders$", ["legacy-orders", "orders"]),
+        ("^orders$", ["orders"]),
+        ("^(orders|payments)$", ["orders", "payments"]),
+        ("ord.rs-", ["orders-eu"]),
+    ],
+)
+def test_subscribe_pattern_matches_anywhere_in_a_name_as_in_spark(
+    pattern: str, topics: list[str]
+) -> None:
+    cluster = FakeCluster()
+    for name in ("orders", "orders-eu", "legacy-orders", "payments", "x"):
+        cluster.create_topic(name, records=1)
+    read = plan(cluster, {"subscribePattern": pattern})
+    assert sorted({r.topic for r in read}) == topics
 
 
 # --- timestamps -----------------------------------------------------------------------------------

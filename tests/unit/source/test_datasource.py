@@ -126,7 +126,7 @@ def test_initial_offsets_are_not_committed_before_a_batch_finishes() -> None:
 
     cluster = FakeCluster()
     cluster.create_topic("t", partitions=1, records=5)
-    stream = source(startingOffsets="earliest", **{"kafka.group.id": "g"}).streamReader(None)
+    stream = source(startingOffsets="earliest", commitOffsetsToGroup="g").streamReader(None)
     stream.planner._reader_factory = cluster.reader
     commits: list[object] = []
     stream.committer.commit = commits.append  # type: ignore[method-assign,union-attr]
@@ -135,6 +135,41 @@ def test_initial_offsets_are_not_committed_before_a_batch_finishes() -> None:
     assert commits == []  # nothing was read yet
     stream.latestOffset(end, ReadAllAvailable())  # Spark asks again once batch 0 finished
     assert commits == [{("t", 0): 5}]
+
+
+@pytest.mark.parametrize(
+    ("options", "committed_to", "committed_start_from"),
+    [
+        # Spark's source never commits: kafka.group.id alone names the executors' group and
+        # the group startingOffsets=committed reads, and is never committed to nor checked.
+        pytest.param({"kafka.group.id": "g"}, None, "g", id="kafka.group.id alone"),
+        pytest.param({"commitOffsetsToGroup": "c"}, "c", "c", id="commitOffsetsToGroup"),
+        pytest.param({"kafka.group.id": "g", "commitOffsetsToGroup": "c"}, "c", "c", id="both"),
+        pytest.param(
+            {"commitOffsetsToGroup": "c", "commitOffsets": "false"}, None, "c", id="switched off"
+        ),
+        pytest.param({}, None, None, id="no group"),
+    ],
+)
+def test_only_commit_offsets_to_group_makes_a_stream_commit(
+    options: dict[str, str], committed_to: str | None, committed_start_from: str | None
+) -> None:
+    from tests.unit.fake_reader import FakeCluster
+
+    cluster = FakeCluster()
+    cluster.create_topic("t", partitions=1, records=5)
+    secured = {"kafka.security.protocol": "SASL_SSL", "startingOffsets": "earliest", **options}
+    stream = source(**secured).streamReader(None)
+    stream.planner._reader_factory = cluster.reader
+    assert stream.opts.commits.group == committed_start_from
+    if committed_to is None:
+        assert stream.committer is None
+        # No group check either: on this secured cluster it would ask the broker (port 9).
+        end = stream.latestOffset(stream.initialOffset(), ReadAllAvailable())
+        stream.latestOffset(end, ReadAllAvailable())
+        stream.commit(end)
+    else:
+        assert stream.committer is not None and stream.committer.group == committed_to
 
 
 def test_the_sink_commit_runner_builds_its_writer_without_asking_the_cluster() -> None:
