@@ -4,6 +4,9 @@ client log. Runs in the user's process."""
 from __future__ import annotations
 
 import argparse
+import math
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +15,12 @@ __all__ = [
     "CLIENT_LOG",
     "EXIT_INTERRUPTED",
     "add_command_config",
+    "as_file_keys",
     "client_config",
+    "non_negative_number",
+    "positive_number",
     "positive_seconds",
+    "positive_whole_number",
     "whole_number",
 ]
 
@@ -37,6 +44,42 @@ def positive_seconds(text: str) -> float:
         value = -1.0
     if not value > 0:
         raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
+    return value
+
+
+def positive_number(text: str) -> float:
+    """An argparse type: a finite number > 0 (argparse names the flag in its message)."""
+    value = _finite(text)
+    if value is None or not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
+    return value
+
+
+def non_negative_number(text: str) -> float:
+    """An argparse type: a finite number >= 0 (0 usually means "no limit")."""
+    value = _finite(text)
+    if value is None or value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return value
+
+
+def _finite(text: str) -> float | None:
+    # float() takes 'nan' and 'inf': neither is a rate or a duration a loop can use.
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def positive_whole_number(text: str) -> int:
+    """An argparse type: a whole number >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
     return value
 
 
@@ -82,3 +125,29 @@ def client_config(args: argparse.Namespace, bootstrap: str | None = None) -> dic
         ) from None  # fmt: skip
     source = f"--command-config {path}"
     return dict(client_properties(text, source=source, bootstrap_servers=servers))
+
+
+@contextmanager
+def as_file_keys(settings: Mapping[str, Any]) -> Iterator[None]:
+    """Inside the block, a setting librdkafka refuses is named as the command's settings (its
+    ``--command-config`` file) spell it, ``foo.bar``, not as a Spark option, ``kafka.foo.bar``.
+
+    The library's clients name a refused setting with the source's ``kafka.`` prefix, and
+    raise that error while handling librdkafka's: its ``__context__`` is librdkafka's error,
+    from which :func:`~kafka_direct.kafka.translate.config_error` names it again.
+    """
+    from kafka_direct.errors import ConfigurationError
+
+    try:
+        yield
+    except ConfigurationError as exc:
+        from confluent_kafka import KafkaException
+
+        from kafka_direct.kafka.translate import config_error
+
+        cause = exc.__context__
+        if exc.option.startswith("kafka.") and isinstance(cause, KafkaException):
+            renamed = config_error(cause, settings, prefix="")
+            if renamed is not None:
+                raise renamed from None
+        raise

@@ -34,7 +34,7 @@ from kafka_direct.errors import KafkaClientError, TopicNotFoundError
 from kafka_direct.kafka.authorization import Access
 from kafka_direct.kafka.events import ClientEvents
 from kafka_direct.kafka.logs import client_hooks
-from kafka_direct.kafka.translate import kafka_errors, translate
+from kafka_direct.kafka.translate import config_error, kafka_errors, translate
 
 __all__ = ["Line", "add_consume_subcommand", "format_record"]
 
@@ -149,16 +149,24 @@ def _consume(
     # looks the group up, so a secured cluster's ACLs apply to it: the file may name its own.
     group = settings.pop("group.id", "kafka-direct-cli-consume")
     access = Access(settings, topics=[args.topic], group=group)
-    consumer = consumer_factory(
-        {
-            **settings,
-            "group.id": group,
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "client.id": "kafka-direct-cli-consume",
-            **client_hooks(events),
-        }
-    )
+    try:
+        consumer = consumer_factory(
+            {
+                **settings,
+                "group.id": group,
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "client.id": "kafka-direct-cli-consume",
+                **client_hooks(events),
+            }
+        )
+    except KafkaException as exc:
+        # librdkafka checks every setting here: a key of --command-config that it refuses is
+        # named as the file spells it (no 'kafka.' prefix: this is not a Spark option).
+        refused = config_error(exc, settings, prefix="")
+        if refused is not None:
+            raise refused from None
+        raise translate(exc, "Creating the Kafka consumer") from exc
     line = Line(
         key=args.print_key,
         headers=args.print_headers,

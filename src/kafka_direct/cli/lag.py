@@ -17,6 +17,7 @@ from typing import Any, TextIO
 
 from kafka_direct.cli.common import (
     add_command_config,
+    as_file_keys,
     client_config,
     positive_seconds,
     whole_number,
@@ -73,7 +74,8 @@ def _lag(
     redraw = bool(args.watch) and out.isatty()
     rounds = 0
     while True:
-        rows = lag_rows(kafka, args.group, args.topic or None, timeout_s=args.timeout)
+        with as_file_keys(kafka):
+            rows = lag_rows(kafka, args.group, args.topic or None, timeout_s=args.timeout)
         table = format_lag(args.group, rows)
         if args.watch:
             header = f"{clock()}  group '{args.group}', every {args.watch:g} s (Ctrl-C to stop)"

@@ -17,7 +17,12 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 from urllib.parse import urlsplit
 
-from kafka_direct.cli.common import add_command_config, client_config, positive_seconds
+from kafka_direct.cli.common import (
+    add_command_config,
+    as_file_keys,
+    client_config,
+    positive_seconds,
+)
 from kafka_direct.config.kafka import Subscription
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.offsets import (
@@ -31,7 +36,10 @@ from kafka_direct.planning.reader import OffsetReader
 from kafka_direct.planning.resolve import check_within_log_end
 from kafka_direct.stores.url import open_store
 
-__all__ = ["add_offsets_subcommand", "resolve_reset"]
+__all__ = ["add_offsets_subcommand", "brokers", "reset_cluster", "resolve_reset"]
+
+#: The port librdkafka (and Java's client) assume for an address given without one.
+_KAFKA_PORT = 9092
 
 
 def _refuse_missing_sqlite(url: str) -> None:
@@ -48,6 +56,47 @@ def _refuse_missing_sqlite(url: str) -> None:
         )
 
 
+def brokers(servers: str) -> frozenset[str]:
+    """A ``bootstrap.servers`` list as a set of ``host:port``, to compare two of them: hosts
+    in lower case, the listener prefix (``SASL_SSL://``) dropped, Kafka's port 9092 added where
+    none is given. Names are not resolved: ``localhost`` and ``127.0.0.1`` differ."""
+    found = set()
+    for item in servers.split(","):
+        address = item.strip().lower().rpartition("://")[2].rstrip("/")
+        if not address:
+            continue
+        host, colon, port = address.rpartition(":")
+        if not colon or host.endswith(":") or address.endswith("]"):  # no port, or bare IPv6
+            host, port = address, str(_KAFKA_PORT)
+        found.add(f"{host}:{int(port) if port.isdigit() else port}")
+    return frozenset(found)
+
+
+def reset_cluster(store: str, bootstrap_servers: str | None) -> str | None:
+    """The cluster ``offsets reset`` resolves offsets against: ``--bootstrap-servers``, or a
+    ``kafka://`` store's own address when it is not given.
+
+    A kafka:// store commits to the cluster of its URL, so offsets resolved on another
+    cluster would be another cluster's: both given and naming different brokers is refused.
+    None leaves the address to ``--command-config`` (its ``bootstrap.servers``).
+    """
+    parts = urlsplit(store)
+    if parts.scheme.lower() != "kafka" or not parts.netloc:
+        return bootstrap_servers
+    if bootstrap_servers is None:
+        return parts.netloc
+    if brokers(bootstrap_servers) != brokers(parts.netloc):
+        raise ConfigurationError(
+            "--bootstrap-servers",
+            bootstrap_servers,
+            f"the brokers of the kafka:// store ({parts.netloc}): the offsets are committed "
+            "there, so they must be resolved there",
+            "Leave out --bootstrap-servers to use the store's address, or name the same "
+            "brokers in both.",
+        )
+    return bootstrap_servers
+
+
 def _store_security(args: argparse.Namespace) -> dict[str, str]:
     """A kafka:// store's client settings from --command-config (its address is the URL's)."""
     if not getattr(args, "command_config", None):
@@ -60,7 +109,8 @@ def _store_security(args: argparse.Namespace) -> dict[str, str]:
 def _show(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     _refuse_missing_sqlite(args.store)
-    with open_store(args.store, _store_security(args)) as store:
+    security = _store_security(args)
+    with as_file_keys(security), open_store(args.store, security) as store:
         offsets = store.load(args.group)
     if not offsets:
         out.write(f"group '{args.group}' has no stored offsets\n")
@@ -163,16 +213,24 @@ def _reset(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from kafka_direct.kafka.offset_reader import AdminOffsetReader
 
     out = out or sys.stdout
-    reader = AdminOffsetReader(
-        KafkaConfig(client_config(args)),
-        request_timeout_s=args.timeout,
-    )
+    bootstrap = reset_cluster(args.store, args.bootstrap_servers)
+    if not bootstrap and not args.command_config:
+        raise ConfigurationError(
+            "--bootstrap-servers",
+            None,
+            "the Kafka cluster to check and resolve the offsets on (a SQL store has none)",
+            "Pass --bootstrap-servers HOST:PORT.",
+        )
+    settings = client_config(args, bootstrap=bootstrap)
+    reader = AdminOffsetReader(KafkaConfig(settings), request_timeout_s=args.timeout)
     try:
-        targets = resolve_reset(reader, args.topic, args.to)
+        with as_file_keys(settings):
+            targets = resolve_reset(reader, args.topic, args.to)
     finally:
         reader.close()
     ranges = [OffsetRange(tp.topic, tp.partition, off, off) for tp, off in sorted(targets.items())]
-    with open_store(args.store, _store_security(args)) as store:
+    security = _store_security(args)
+    with as_file_keys(security), open_store(args.store, security) as store:
         store.save(args.group, ranges)
     shown = json.dumps({f"{tp}": off for tp, off in sorted(targets.items())})
     out.write(f"group '{args.group}' now at {shown}\n")
@@ -196,11 +254,16 @@ def add_offsets_subcommand(sub: Any) -> None:
         help="move the group's stored offsets",
         description="Move a group's stored offsets. earliest/latest move every partition of the "
         "--topic topics; JSON moves the partitions it names, which must exist and belong to a "
-        "--topic, to offsets within [earliest, log end] (-2 = earliest, -1 = latest).",
+        "--topic, to offsets within [earliest, log end] (-2 = earliest, -1 = latest). Offsets are "
+        "resolved on --bootstrap-servers, which defaults to a kafka:// store's own cluster.",
     )
     reset.add_argument("--store", required=True)
     reset.add_argument("--group", required=True)
-    reset.add_argument("--bootstrap-servers", required=True, help="to check and resolve offsets")
+    reset.add_argument(
+        "--bootstrap-servers",
+        default=None,
+        help="the cluster to check and resolve offsets on (default: a kafka:// store's address)",
+    )
     add_command_config(reset)
     reset.add_argument("--topic", action="append", required=True)
     reset.add_argument("--to", required=True, help='earliest, latest, or JSON {"t": {"0": 42}}')

@@ -33,6 +33,7 @@ from kafka_direct.cli.common import (
     EXIT_INTERRUPTED,
     add_command_config,
     client_config,
+    non_negative_number,
     positive_seconds,
     whole_number,
 )
@@ -174,8 +175,14 @@ def _partition_count(
     # with their default partition count, before --partitions could.
     known = metadata(None).topics
     if args.partitions and topic not in known:
+        # The admin client connects as the producer does: a secured cluster needs the
+        # --command-config settings (SASL, TLS) for CreateTopics too.
+        settings = client_config(args)
         try:
-            create_topic(bootstrap, topic, partitions=args.partitions, timeout_s=args.timeout)
+            create_topic(
+                bootstrap, topic, partitions=args.partitions, timeout_s=args.timeout,
+                settings={**settings, **client_hooks(events, settings)},
+            )  # fmt: skip
         except KafkaClientError as exc:
             if exc.code != "TOPIC_ALREADY_EXISTS":  # created meanwhile by someone else
                 raise
@@ -390,9 +397,8 @@ Produce sample records to a topic, with a progress bar of delivered records.
 
 Every delivery report is checked: the command exits 1 and names the causes when any record was
 not delivered. Keyless records go round-robin over the partitions, keyed ones where Java's
-producer puts them (murmur2). Each partition's last record is sent on its own after the others
-were delivered, so that the embedded broker's log end (the start of the last batch) is exact;
-the record count is always exactly --records.
+producer puts them (murmur2); when the topic's partition count is unknown, librdkafka places
+them. Records go out in ordinary batches, and the record count is always exactly --records.
 """
 
 
@@ -414,7 +420,10 @@ def add_produce_subcommand(sub: Any) -> None:
         "--partitions", type=whole_number, default=0, help="create the topic with N partitions"
     )
     prod.add_argument(
-        "--rate", type=float, default=0, help="records per second (0: as fast as possible)"
+        "--rate",
+        type=non_negative_number,
+        default=0,
+        help="records per second (0: as fast as possible)",
     )
     prod.add_argument("--seed", type=int, default=42, help="seed of the sample data (42)")
     prod.add_argument(

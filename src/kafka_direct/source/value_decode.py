@@ -49,7 +49,7 @@ def value_decode(value_format: ValueFormat) -> ValueDecode | None:
                 value_format.registry_address,
                 value_format.options,
                 value_format.message_name,
-                function="the source's valueFormat 'protobuf'",
+                function="source's valueFormat 'protobuf'",
                 subject_option="subject",
             )
         else:
@@ -58,7 +58,7 @@ def value_decode(value_format: ValueFormat) -> ValueDecode | None:
                 value_format.options,
                 value_format.subject,
                 value_format.registry_address,
-                function="the source's valueFormat 'avro'",
+                function="source's valueFormat 'avro'",
             )
     except SchemaNotFoundError as exc:
         if not value_format.subject_by_default:

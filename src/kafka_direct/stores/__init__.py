@@ -10,12 +10,13 @@ user's process (the CLI, computing ``startingOffsets``).
 - :func:`open_store`: a store named by a URL (``kafka://``, ``sqlite:///``, ``postgresql://``,
   ``mysql://``), as the CLI takes it.
 
-The interface is :class:`kafka_direct.stores.base.OffsetStore`.
+The interface is :class:`kafka_direct.stores.base.OffsetStore`; a store that cannot be opened
+(its database unreachable, a login refused) raises :class:`~kafka_direct.stores.OffsetStoreError`.
 """
 
 from __future__ import annotations
 
-from kafka_direct.stores.base import OffsetStore
+from kafka_direct.stores.base import OffsetStore, OffsetStoreError
 from kafka_direct.stores.exactly_once import (
     already_applied,
     exactly_once_foreach_batch,
@@ -28,6 +29,7 @@ from kafka_direct.stores.url import open_store
 __all__ = [
     "KafkaGroupStore",
     "OffsetStore",
+    "OffsetStoreError",
     "SqlOffsetStore",
     "StoreSession",
     "already_applied",

@@ -11,9 +11,20 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 
+from kafka_direct.errors import KafkaDirectError
 from kafka_direct.offsets import OffsetRange, PartitionOffsets, TopicPartition
 
-__all__ = ["OffsetStore", "ends_of"]
+__all__ = ["OffsetStore", "OffsetStoreError", "ends_of"]
+
+
+class OffsetStoreError(KafkaDirectError):
+    """An offset store could not be opened: its database did not answer or refused the login,
+    or its SQLite path is not a database file that can be opened.
+
+    The message names the store as its ``repr`` does (never a password); ``__cause__`` is the
+    database driver's error. Defined here, not in :mod:`kafka_direct.errors`, as the Schema
+    Registry's errors are: it belongs to the stores, whose drivers are optional extras.
+    """
 
 
 def ends_of(ranges: Sequence[OffsetRange]) -> PartitionOffsets:

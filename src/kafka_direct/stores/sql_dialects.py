@@ -19,13 +19,26 @@ from typing import Literal
 
 from kafka_direct.errors import ConfigurationError
 
-__all__ = ["DIALECTS", "Dialect", "DialectName", "dialect_named", "is_conflict_error"]
+__all__ = [
+    "DIALECTS",
+    "Dialect",
+    "DialectName",
+    "dialect_named",
+    "is_conflict_error",
+    "is_database_error",
+]
 
 DialectName = Literal["sqlite", "postgres", "mysql"]
 
 # Schema-qualified names are allowed ("offsets.kafka_offsets"); anything else could smuggle SQL
 # into statements that are built with the table name (placeholders cannot stand for names).
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?$")
+
+
+_SERVER_FIX = (
+    "Check that the database server is running and reachable at that address, and the user, "
+    "password and database name."
+)
 
 
 @dataclass(frozen=True)
@@ -44,6 +57,8 @@ class Dialect:
     begin: str | None
     #: Suffix that makes a SELECT lock the rows it reads (empty where writers are serialized).
     lock_suffix: str
+    #: What to check when the store cannot be opened (the end of OffsetStoreError's message).
+    unusable_fix: str = _SERVER_FIX
 
     def quote(self, name: str) -> str:
         q = self.quote_char
@@ -132,6 +147,8 @@ DIALECTS: dict[DialectName, Dialect] = {
         # of failing later when it tries to upgrade a read lock.
         begin="BEGIN IMMEDIATE",
         lock_suffix="",
+        unusable_fix="Check that the path names a database file (or a new one) in a directory "
+        "that exists and that this process may write.",
     ),
     "postgres": Dialect(
         name="postgres",
@@ -186,3 +203,10 @@ def is_conflict_error(exc: BaseException) -> bool:
         return True
     args: tuple[object, ...] = tuple(getattr(exc, "args", ()))
     return bool(args) and "OperationalError" in names and args[0] in _MYSQL_CONFLICT_CODES
+
+
+def is_database_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is a DB-API driver's error (sqlite3, psycopg, PyMySQL...): every one
+    derives from the standard's ``DatabaseError`` or ``InterfaceError``. Matched by class name,
+    as :func:`is_conflict_error`, so no driver has to be imported."""
+    return any(cls.__name__ in ("DatabaseError", "InterfaceError") for cls in type(exc).__mro__)

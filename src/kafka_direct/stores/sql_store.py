@@ -40,8 +40,8 @@ from typing import Any
 
 from kafka_direct.errors import ConfigurationError, OffsetConflictError
 from kafka_direct.offsets import OffsetRange, PartitionOffsets, TopicPartition
-from kafka_direct.stores.base import OffsetStore, ends_of
-from kafka_direct.stores.sql_dialects import Dialect, DialectName, dialect_named
+from kafka_direct.stores.base import OffsetStore, OffsetStoreError, ends_of
+from kafka_direct.stores.sql_dialects import Dialect, DialectName, dialect_named, is_database_error
 from kafka_direct.stores.sql_session import Connection, OffsetMismatch, StoreSession
 
 __all__ = ["SqlOffsetStore", "StoreSession"]
@@ -81,6 +81,8 @@ class SqlOffsetStore(OffsetStore):
         self._lock = threading.Lock()
         self._table_ready = not create_table
         self._closed = False
+        #: Scrubbed from the driver's messages (set by the constructors that know one).
+        self._password = ""
 
     # -- constructors ------------------------------------------------------------------------
 
@@ -111,12 +113,14 @@ class SqlOffsetStore(OffsetStore):
         logs or errors.
         """
         psycopg = _import("psycopg", "postgres")
-        target = _describe_dsn(psycopg, dsn)
+        target, password = _describe_dsn(psycopg, dsn)
 
         def connect() -> Connection:
             return psycopg.connect(dsn, autocommit=False, connect_timeout=connect_timeout_s)
 
-        return cls(connect, "postgres", table=table, target=target)
+        store = cls(connect, "postgres", table=table, target=target)
+        store._password = password
+        return store
 
     @classmethod
     def mysql(
@@ -150,7 +154,9 @@ class SqlOffsetStore(OffsetStore):
                 **connect_args,
             )
 
-        return cls(connect, "mysql", table=table, target=f"{user}@{host}:{port}/{database}")
+        store = cls(connect, "mysql", table=table, target=f"{user}@{host}:{port}/{database}")
+        store._password = password
+        return store
 
     # -- the OffsetStore interface -----------------------------------------------------------
 
@@ -203,10 +209,13 @@ class SqlOffsetStore(OffsetStore):
         conn = self._acquire()
         healthy = False
         try:
-            cursor = conn.cursor()
-            try:
+            # A pooled connection the server closed fails here, as does SQLite's BEGIN IMMEDIATE
+            # after its busy timeout; a failed connection is closed (its cursor too) on release.
+            with self._opening("start a transaction in"):
+                cursor = conn.cursor()
                 if write and self.dialect.begin:
                     cursor.execute(self.dialect.begin)
+            try:
                 yield StoreSession(self.dialect, self.table, conn, cursor)
             except BaseException:
                 with suppress(Exception):
@@ -278,14 +287,36 @@ class SqlOffsetStore(OffsetStore):
                 )
             if self._idle:
                 return self._idle.pop()
-        conn = self._connect()
+        with self._opening("connect to", self.dialect.unusable_fix):
+            conn = self._connect()
         if not self._table_ready:
             try:
-                self._ensure_table(conn)
+                with self._opening("create the offset table in", self.dialect.unusable_fix):
+                    self._ensure_table(conn)
             except BaseException:
                 _close_quietly(conn)
                 raise
         return conn
+
+    @contextmanager
+    def _opening(self, doing: str, fix: str = "") -> Iterator[None]:
+        """A database driver's error inside the block as :class:`OffsetStoreError`: only where
+        the store opens a connection or a transaction, where it means the store cannot be used
+        (down, unreachable, login refused, not a database). The SQL of a session (the user's,
+        the offset updates whose conflicts the session recognises) keeps the driver's errors.
+        """
+        try:
+            yield
+        except Exception as exc:
+            if not is_database_error(exc):
+                raise
+            text = " ".join(str(exc).split()) or "no message"  # drivers write several lines
+            if self._password:
+                text = text.replace(self._password, "<redacted>")
+            raise OffsetStoreError(
+                f"Could not {doing} the offset store {self!r}: {text} ({type(exc).__name__})."
+                + (f" {fix}" if fix else "")
+            ) from exc
 
     def _release(self, conn: Connection, healthy: bool) -> None:
         with self._lock:
@@ -341,8 +372,9 @@ def _import(module: str, extra: str) -> Any:
         ) from None
 
 
-def _describe_dsn(psycopg: Any, dsn: str) -> str:
-    """The DSN without its password, for reprs and logs."""
+def _describe_dsn(psycopg: Any, dsn: str) -> tuple[str, str]:
+    """The DSN without its password, for reprs and logs; and the password ('' if none), which
+    the store scrubs from the driver's messages."""
     try:
         params = psycopg.conninfo.conninfo_to_dict(dsn)
     except Exception:  # noqa: BLE001 - the driver's message may quote the DSN, password and all
@@ -356,7 +388,8 @@ def _describe_dsn(psycopg: Any, dsn: str) -> str:
     host = params.get("host") or "localhost"
     port = params.get("port") or "5432"
     db = params.get("dbname") or user or ""
-    return f"postgresql://{user + '@' if user else ''}{host}:{port}/{db}"
+    target = f"postgresql://{user + '@' if user else ''}{host}:{port}/{db}"
+    return target, str(params.get("password") or "")
 
 
 def _close_quietly(conn: Connection) -> None:

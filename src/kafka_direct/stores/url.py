@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from urllib.parse import unquote, urlsplit
+from urllib.parse import SplitResult, unquote, urlsplit
 
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.stores.base import OffsetStore
@@ -25,6 +25,8 @@ def open_store(url: str, kafka_config: Mapping[str, str] | None = None) -> Offse
 
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
+    # Never echo a password: the address without the user part.
+    shown = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"
     if scheme == "kafka" and parts.netloc:
         return KafkaGroupStore({**(kafka_config or {}), "bootstrap.servers": parts.netloc})
     if scheme == "sqlite" and parts.path:
@@ -35,13 +37,32 @@ def open_store(url: str, kafka_config: Mapping[str, str] | None = None) -> Offse
         return SqlOffsetStore.mysql(
             database=parts.path.strip("/"),
             host=parts.hostname,
-            port=parts.port or 3306,
+            port=_port(parts, shown, default=3306),
             user=unquote(parts.username or "root"),
             password=unquote(parts.password or ""),
         )
-    shown = f"{parts.scheme}://{parts.hostname or ''}{parts.path}"  # never echo a password
     raise ConfigurationError(
         "--store",
         shown,
         "kafka://HOST:PORT, sqlite:///PATH, postgresql://USER@HOST/DB or mysql://USER@HOST/DB",
+    )
+
+
+def _port(parts: SplitResult, shown: str, *, default: int) -> int:
+    """The URL's port, ``default`` when it names none."""
+    try:
+        port = parts.port  # ValueError for 99999 or 'abc', which the driver would get
+    except ValueError as exc:
+        raise _bad_port(shown, str(exc)) from exc
+    if port == 0:  # 'or default' would quietly replace it
+        raise _bad_port(shown, "0 is no port")
+    return port or default
+
+
+def _bad_port(shown: str, problem: str) -> ConfigurationError:
+    return ConfigurationError(
+        "--store",
+        shown,
+        "a port from 1 to 65535 after the host",
+        f"Fix the port ({problem}), or leave it out for the database's default.",
     )

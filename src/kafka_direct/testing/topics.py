@@ -15,6 +15,8 @@ partition's records after its 120 s ``delivery.timeout.ms`` that way (docs/perfo
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec  # type: ignore[attr-defined]
@@ -94,13 +96,21 @@ def create_topic(
     config: dict[str, str] | None = None,
     timeout_s: float = 30,
     replication_factor: int = 1,
+    *,
+    settings: Mapping[str, Any] | None = None,
 ) -> None:
     """Create ``topic``; return once metadata shows all its partitions and each partition's leader
-    serves it. For tests, benchmarks and the demo CLIs."""
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    serves it. For tests, benchmarks and the demo CLIs.
+
+    ``settings`` are more client settings for the admin client (a secured cluster's
+    ``security.protocol``, SASL and TLS keys, a ``logger``); ``bootstrap_servers`` wins over
+    theirs.
+    """
     deadline = time.monotonic() + timeout_s
     action = f"Could not create topic '{topic}' ({partitions} partitions) on {bootstrap_servers}"
     try:
+        # Inside the try: librdkafka refuses a bad setting when the client is created.
+        admin = AdminClient({**(settings or {}), "bootstrap.servers": bootstrap_servers})
         futures = admin.create_topics(
             [
                 NewTopic(

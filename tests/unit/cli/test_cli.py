@@ -507,6 +507,28 @@ def test_main_keeps_librdkafkas_own_log_for_verbose(monkeypatch: pytest.MonkeyPa
             ["produce", "--topic", "t", "--records", "-5"],
             "argument --records: expected a whole number >= 0, got '-5'",
         ),
+        (
+            ["produce", "--topic", "t", "--rate", "-5"],
+            "argument --rate: expected a number >= 0, got '-5'",
+        ),
+        (
+            ["produce", "--topic", "t", "--rate", "nan"],
+            "argument --rate: expected a number >= 0, got 'nan'",
+        ),
+        (["wordcount", "--seconds", "0"], "argument --seconds: expected a number > 0, got '0'"),
+        (["wordcount", "--seconds", "inf"], "argument --seconds: expected a number > 0, got 'inf'"),
+        (
+            ["wordcount", "--rate", "0"],
+            "argument --rate: expected a whole number >= 1, got '0'",
+        ),
+        (
+            ["wordcount", "--rate", "2.5"],
+            "argument --rate: expected a whole number >= 1, got '2.5'",
+        ),
+        (
+            ["wordcount", "--partitions", "-2"],
+            "argument --partitions: expected a whole number >= 1, got '-2'",
+        ),
     ],
 )
 def test_bad_numbers_are_refused_by_the_parser(

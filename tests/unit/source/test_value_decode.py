@@ -14,6 +14,7 @@ import pytest
 
 from kafka_direct.config.value_format import ValueFormat
 from kafka_direct.consumer.rows import ARROW_SCHEMA
+from kafka_direct.errors import ConfigurationError
 from kafka_direct.schema_registry.errors import WireFormatError
 from kafka_direct.source.value_decode import row_schema, value_decode
 
@@ -107,3 +108,14 @@ def test_failfast_names_the_topic_partition_and_offset_of_the_bad_record() -> No
         "jsonFormatSchema"
     )
     assert "Use mode 'PERMISSIVE'" in message
+
+
+def test_an_unknown_decode_option_is_named_with_the_sources_option_list() -> None:
+    # Issue: the message read "one of the the source's valueFormat 'avro' options".
+    with pytest.raises(ConfigurationError) as info:
+        value_decode(
+            ValueFormat("avro", json_format_schema=json.dumps(SCHEMA), options={"modee": "x"})
+        )
+    message = str(info.value)
+    assert "the the" not in message
+    assert "expected one of the source's valueFormat 'avro' options: " in message
