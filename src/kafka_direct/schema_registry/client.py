@@ -180,10 +180,11 @@ class RegistryClient:
         # transport failure.
         context = self._context()
         where = f"{self.options.url} ({method} {path}{', ' + what if what else ''})"
+        opener = urllib.request.build_opener(
+            urllib.request.HTTPSHandler(context=context), _CredentialsStayHome()
+        )
         try:
-            with urllib.request.urlopen(
-                request, timeout=self.options.timeout_s, context=context
-            ) as response:
+            with opener.open(request, timeout=self.options.timeout_s) as response:
                 raw = response.read()
         except urllib.error.HTTPError as exc:
             raise self._http_error(exc, method, path, what) from None
@@ -298,6 +299,27 @@ class RegistryClient:
             "POST", f"/subjects/{quoted}", body, what=f"this schema under subject '{subject}'"
         )
         return int(answer["id"])
+
+
+def _origin(url: str) -> tuple[str, str | None, int | None]:
+    parts = urllib.parse.urlsplit(url)
+    default = {"http": 80, "https": 443}.get(parts.scheme)
+    return parts.scheme, parts.hostname, parts.port or default
+
+
+class _CredentialsStayHome(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect as urllib does, but sends the credentials only to the origin they
+    were given for: urllib copies every header to the new URL, so a registry (or whatever
+    answers at its address) that redirects to another host, or from https to http, would
+    otherwise receive the Authorization header there, in clear text in the second case."""
+
+    def redirect_request(
+        self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any, newurl: str
+    ) -> urllib.request.Request | None:
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and _origin(newurl) != _origin(req.full_url):
+            new.remove_header("Authorization")
+        return new
 
 
 def auth_hint(auth: RegistryAuth) -> str:
