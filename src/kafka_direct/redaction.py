@@ -134,6 +134,11 @@ SAFE_KAFKA_KEYS = frozenset(
         # Java client names the library refuses or maps, by name
         "key.deserializer", "value.deserializer", "key.serializer", "value.serializer",
         "interceptor.classes",
+        # Java client names translated or dropped (kafka_direct.config.java_client)
+        "fetch.max.wait.ms", "max.request.size", "buffer.memory", "receive.buffer.bytes",
+        "send.buffer.bytes", "max.block.ms", "default.api.timeout.ms", "metadata.max.idle.ms",
+        "exclude.internal.topics", "partitioner.class", "socket.receive.buffer.bytes",
+        "socket.send.buffer.bytes",
     }
 )  # fmt: skip
 

@@ -157,7 +157,8 @@ def _consume(
                 "enable.auto.commit": False,
                 "enable.auto.offset.store": False,
                 "client.id": "kafka-direct-cli-consume",
-                **client_hooks(events),
+                # With the settings: the file's secrets are scrubbed from librdkafka's lines.
+                **client_hooks(events, settings),
             }
         )
     except KafkaException as exc:

@@ -127,8 +127,9 @@ class Deliveries:
 
 
 def _producer_config(args: argparse.Namespace, events: Any) -> dict[str, Any]:
+    settings = client_config(args)
     return {
-        **client_config(args),
+        **settings,
         "linger.ms": "20",
         "batch.num.messages": "10000",
         # Records the CLI does not place itself (partition count unknown) go where Java's
@@ -139,7 +140,8 @@ def _producer_config(args: argparse.Namespace, events: Any) -> dict[str, Any]:
         # A record that cannot be delivered in time fails with its cause instead of waiting
         # forever (librdkafka's default is 5 minutes).
         "message.timeout.ms": str(max(1, int(args.timeout * 1000))),
-        **client_hooks(events),
+        # With the settings: the file's secrets are scrubbed from librdkafka's lines.
+        **client_hooks(events, settings),
     }
 
 
