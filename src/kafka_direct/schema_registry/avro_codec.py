@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import io
+import json
 import threading
 import uuid
 from collections.abc import Callable
@@ -25,6 +26,8 @@ from fastavro.schema import expand_schema
 
 from kafka_direct.errors import KafkaDirectError
 from kafka_direct.schema_registry import avro_native
+from kafka_direct.schema_registry.avro_fastavro import number_converter as _number_converter
+from kafka_direct.schema_registry.avro_fastavro import parse_strict as _parse
 from kafka_direct.schema_registry.avro_native import NativeReader, native_reader
 from kafka_direct.schema_registry.avro_program import Program
 from kafka_direct.schema_registry.client import RegistryClient
@@ -44,10 +47,6 @@ Converter = Callable[[Any], Any]
 
 _parsed_lock = threading.Lock()
 _parsed_by_id: dict[tuple[str, int], Any] = {}
-
-
-def _parse(schema: Any) -> Any:
-    return fastavro.parse_schema(schema)
 
 
 def _is_null(schema: Any) -> bool:
@@ -101,7 +100,9 @@ def to_spark_converter(schema: Any) -> Converter | None:
             inner = to_spark_converter(rest[0])
             return None if inner is None else (lambda v: None if v is None else inner(v))
         names = sorted(_type_name(b) for b in rest)
-        if names in (["int", "long"], ["double", "float"]):
+        if names == ["int", "long"]:
+            return _number_converter(rest)
+        if names == ["double", "float"]:
             return None
         members = [(f"member{i}", b, to_spark_converter(b)) for i, b in enumerate(rest)]
         records = [b for b in rest if _type_name(b) in ("record", "error")]
@@ -257,17 +258,14 @@ class AvroDecoder:
 
     def _native_reader(self) -> NativeReader | None:
         if self._native is None:
-            import json
-
             self._native = (native_reader(json.loads(self.reader_schema), self.arrow_type),)
         return self._native[0]
 
     def _reader(self) -> tuple[Any, Converter | None]:
         if self._state is None:
-            import json
-
             loaded = json.loads(self.reader_schema)
-            self._state = (_parse(loaded), to_spark_converter(expand_schema(loaded)))
+            converter = to_spark_converter(expand_schema(loaded))
+            self._state = (_parse(self.reader_schema), converter)
         return self._state
 
     def _writer_json(self, schema_id: int) -> Any:
@@ -279,8 +277,6 @@ class AvroDecoder:
                 f"Schema id {schema_id} is a {registered.schema_type} schema, not Avro: "
                 "use the function for that format (from_protobuf, from_json_schema)."
             )
-        import json
-
         return json.loads(avro_schema(RegistryClient(self.registry), registered))
 
     def _writer(self, schema_id: int) -> Any:
@@ -296,9 +292,7 @@ class AvroDecoder:
                 f"Schema id {schema_id} is a {registered.schema_type} schema, not Avro: "
                 "use the function for that format (from_protobuf, from_json_schema)."
             )
-        import json
-
-        parsed = _parse(json.loads(avro_schema(RegistryClient(self.registry), registered)))
+        parsed = _parse(avro_schema(RegistryClient(self.registry), registered))
         with _parsed_lock:
             _parsed_by_id[key] = parsed
         return parsed

@@ -61,9 +61,11 @@ if sys.byteorder != "little":  # Avro's floats and Arrow's buffers are little-en
     _IMPORT_ERROR = "a big-endian machine"
 
 # The C decoder's error codes (_native/_avro_arrow.h) and what they mean in a message.
+TOO_LARGE = 11
 NOT_FRAMED = 13
 LEFT_OVER = 12
 NO_SCHEMA = 17
+ITEMS = 18
 REASONS = {
     1: "the record ends before its last field",
     2: "a variable-length integer is longer than 10 bytes",
@@ -73,11 +75,16 @@ REASONS = {
     6: "an enum index outside the enum's symbols",
     7: "an enum symbol the reader schema does not have, and no enum default",
     8: "null for a field the reader schema does not allow to be null",
-    9: "a decimal with more digits than its precision",
+    9: "a decimal of no bytes, or with more digits than its precision",
     10: "an int outside 32 bits, or a timestamp outside 64-bit microseconds",
+    11: "the record alone decodes to more than 2 GiB in one Arrow array (32-bit offsets)",
     14: "an array or map block with more items than bytes left",
     17: "a schema id the Schema Registry could not give",
+    18: "more array or map items in all than the record's size allows",
 }
+#: The largest offset in an Arrow array of the C decoder's: Arrow's binary, string, list and
+#: map arrays have 32-bit offsets. Only tests lower it, to reach it without gigabytes.
+OFFSET_LIMIT = 2**31 - 1
 
 
 def available() -> bool:
@@ -148,6 +155,7 @@ def decode(
         len(values),
         framed,
         stop_at_error,
+        OFFSET_LIMIT,
     )
     if errors and stop_at_error:
         return Decoded(pa.nulls(0, builders.types[0]), errors, fallback)
@@ -211,7 +219,9 @@ class NativeReader:
             try:
                 writer = self.reader if writer_schema is None else normalize(writer_schema)
                 self._programs[key] = compile_program(writer, self.reader, self.builders)
-            except Unsupported:
+            # RecursionError: a schema nested deeper than the compiler's recursion goes (some
+            # hundreds of levels), which fastavro still reads.
+            except (Unsupported, RecursionError):
                 self._programs[key] = None
         return self._programs[key]
 
@@ -223,5 +233,5 @@ def native_reader(reader_schema: Any, arrow_type: pa.DataType) -> NativeReader |
         return None
     try:
         return NativeReader(reader_schema, arrow_type)
-    except Unsupported:
+    except (Unsupported, RecursionError):  # RecursionError: as in NativeReader.program
         return None

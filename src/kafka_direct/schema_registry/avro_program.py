@@ -14,7 +14,8 @@ with different rules (Java's Avro takes the branch of the same type first, fasta
 that reads it), named types whose names differ between writer and reader, logical types
 that differ between writer and reader (say ``timestamp-millis`` against ``timestamp-micros``),
 decimals whose scales differ, reader fields without a default that the writer lacks, recursive
-schemas, and defaults that do not fit their type.
+schemas, defaults that do not fit their type, and programs nested deeper than the C decoder
+recurses (:data:`MAX_DEPTH`).
 
 The numbers below are the C header's (``_native/_avro_arrow.h``); keep both in step.
 """
@@ -29,7 +30,16 @@ import pyarrow as pa
 
 from kafka_direct.schema_registry.avro_defaults import Unsupported, encode_default
 
-__all__ = ["Builders", "Program", "Unsupported", "builders_of", "compile_program", "normalize"]
+__all__ = [
+    "MAX_DEPTH",
+    "Builders",
+    "Program",
+    "Unsupported",
+    "builders_of",
+    "compile_program",
+    "normalize",
+    "program_depth",
+]
 
 K_BOOL, K_I32, K_I64, K_F32, K_F64, K_BIN, K_DEC, K_STRUCT, K_LIST = range(1, 10)
 (
@@ -54,6 +64,11 @@ K_BOOL, K_I32, K_I64, K_F32, K_F64, K_BIN, K_DEC, K_STRUCT, K_LIST = range(1, 10
 ) = range(1, 19)
 CV_I32, CV_I64, CV_F32, CV_F64, CV_MILLIS = range(1, 6)
 E_NULL = 8
+#: The deepest node (the root is 0) the C decoder runs: it refuses a deeper program as malformed,
+#: which would fail every batch, where fastavro reads the schema (KD_MAX_DEPTH, _avro_decode.c).
+MAX_DEPTH = 256
+#: Where a node's children begin (its int32s before them), per op that has children.
+_FIRST_CHILD = {OP_RECORD: 3, OP_DEFAULT: 5, OP_ARRAY: 4, OP_MAP: 6, OP_UNION: 4, OP_MEMBER: 4}
 
 _PRIMITIVES = ("null", "boolean", "int", "long", "float", "double", "bytes", "string")
 _NAMED = ("record", "error", "enum", "fixed")
@@ -221,7 +236,27 @@ def compile_program(writer: Any, reader: Any, builders: Builders) -> Program:
     ``reader``'s Arrow type (both schemas normalised)."""
     compiler = _Compiler(builders)
     code = compiler.node(writer, reader, 0)
+    depth = program_depth(code)
+    if depth > MAX_DEPTH:
+        raise Unsupported(f"a program {depth} nodes deep, deeper than the C decoder's {MAX_DEPTH}")
     return Program(array("i", code).tobytes(), bytes(compiler.consts))
+
+
+def program_depth(code: list[int]) -> int:
+    """The depth of a program's deepest node, as the C interpreter counts it (the root is 0,
+    each child one more). Iterative: a program too deep for C may be too deep for Python's
+    recursion too."""
+    deepest = 0
+    pending = [(0, len(code), 0)]  # (first node, end, depth) of a run of sibling nodes
+    while pending:
+        at, end, depth = pending.pop()
+        while at < end:
+            op, size = code[at], code[at + 2]
+            deepest = max(deepest, depth)
+            if op in _FIRST_CHILD:
+                pending.append((at + _FIRST_CHILD[op], at + size, depth + 1))
+            at += size
+    return deepest
 
 
 def _node(

@@ -20,7 +20,8 @@ local-timestamp-millis/-micros  timestamp_ntz
 record                          struct (a field is nullable when its type is a union with null)
 array / map                     array / map<string, ...>
 union [null, X]                 X, nullable
-union [int, long]               long (with or without null)
+union [int, long]               long (with or without null; a date, time or timestamp
+                                branch gives its number as written, as in spark-avro)
 union [float, double]           double (with or without null)
 any other union                 struct<member0, member1, ...>, one nullable field per
                                 non-null branch in order; nullable if null is a branch
@@ -183,7 +184,7 @@ class _Converter:
         if len(rest) == 1:
             spark_type, _ = self.convert(rest[0], namespace, stack)
             return spark_type, has_null
-        names = sorted(b if isinstance(b, str) else "" for b in rest)
+        names = sorted(_primitive_name(b) for b in rest)
         if names == ["int", "long"]:
             return "long", has_null
         if names == ["double", "float"]:
@@ -199,6 +200,15 @@ class _Converter:
 
 def _is_null(schema: Any) -> bool:
     return schema == "null" or (isinstance(schema, dict) and schema.get("type") == "null")
+
+
+def _primitive_name(schema: Any) -> str:
+    """A union branch's primitive type, "" for any other: ``{"type": "int"}`` is ``int`` too,
+    logical type or not, as spark-avro compares unions' branches by Avro's ``Schema.getType``
+    (so ``["int", {"type": "long", "logicalType": "timestamp-millis"}]`` is Spark's long)."""
+    while isinstance(schema, dict):
+        schema = schema.get("type")
+    return schema if isinstance(schema, str) and schema in _PRIMITIVES else ""
 
 
 def to_spark_type(schema: Any) -> tuple[SparkType, bool]:

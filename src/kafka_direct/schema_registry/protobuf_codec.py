@@ -52,6 +52,7 @@ __all__ = [
     "file_descriptor",
     "message_descriptor",
     "message_indexes",
+    "read_indexes",
     "registered_file",
     "to_spark_type",
 ]
@@ -153,16 +154,38 @@ def _enum(field: Any, value: Any) -> Any:
     return value
 
 
+# A malformed header raises ValueError, not WireFormatError: the decoder's catch-all turns it
+# into a WireFormatError that names the record (FAILFAST) or a null (PERMISSIVE).
+
+
 def _read_varint(stream: io.BytesIO) -> int:
-    shift = result = 0
-    while True:
+    """A zigzag varint of at most 10 bytes (64 bits, as Protobuf's): a longer one is malformed,
+    and would cost time quadratic in its length to build."""
+    result = 0
+    for shift in range(0, 70, 7):
         byte = stream.read(1)
         if not byte:
-            raise WireFormatError("The record ends inside its Protobuf message indexes.")
+            raise ValueError("the record ends inside its Protobuf message indexes")
         result |= (byte[0] & 0x7F) << shift
         if not byte[0] & 0x80:
             return (result >> 1) ^ -(result & 1)  # zigzag
-        shift += 7
+    raise ValueError("a Protobuf message index longer than 10 bytes")
+
+
+def read_indexes(stream: io.BytesIO, size: int) -> list[int]:
+    """The message indexes at the stream's position (``size``: the stream's length), as
+    Confluent's deserializers read them: a count of 0 is ``[0]`` (the first message); a negative
+    count or index is malformed, and so is a count larger than the bytes left (each index takes
+    one at least)."""
+    count = _read_varint(stream)
+    if count == 0:
+        return [0]
+    if count < 0 or count > size - stream.tell():
+        raise ValueError(f"a count of {count} Protobuf message indexes")
+    indexes = [_read_varint(stream) for _ in range(count)]
+    if min(indexes) < 0:
+        raise ValueError(f"a negative Protobuf message index in {indexes}")
+    return indexes
 
 
 def _varint(value: int) -> bytes:
@@ -232,9 +255,7 @@ class ProtobufDecoder:
         key = (schema_id, index_bytes)
         if key not in accepted:
             try:
-                stream = io.BytesIO(index_bytes)
-                count = _read_varint(stream)
-                indexes = [0] if count == 0 else [_read_varint(stream) for _ in range(count)]
+                indexes = read_indexes(io.BytesIO(index_bytes), len(index_bytes))
                 message = message_descriptor(self._file(schema_id), indexes)
                 accepted[key] = message.full_name == self.reader_message
             except Exception:  # noqa: BLE001 - the Python path reports it, record by record
@@ -294,8 +315,7 @@ class ProtobufDecoder:
             try:
                 schema_id, payload = split_header(data, f" in {where(row)}")
                 stream = io.BytesIO(bytes(payload))
-                count = _read_varint(stream)
-                indexes = [0] if count == 0 else [_read_varint(stream) for _ in range(count)]
+                indexes = read_indexes(stream, len(payload))
                 try:
                     cls = self._message_class(schema_id, indexes, classes)
                 except SchemaRegistryError as exc:

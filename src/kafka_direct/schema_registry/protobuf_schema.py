@@ -186,16 +186,27 @@ def cached_file(registry: RegistryOptions, schema_id: int) -> Any:
 
 
 def message_descriptor(file: Any, indexes: list[int] | None = None, name: str | None = None) -> Any:
-    """The message at ``indexes`` in ``file``, or the one called ``name``, or the first."""
+    """The message at ``indexes`` in ``file``, or the one called ``name``, or the first.
+    ``ValueError`` for indexes that name no message (a record's header: bad data, not a bad
+    option), as Confluent's deserializers refuse them; a negative one is not counted from the
+    end as Python's lists would."""
     if name is not None:
         full = name if "." in name or not file.package else f"{file.package}.{name}"
         return file.pool.FindMessageTypeByName(full)
     messages = list(file.message_types_by_name.values())
     if not messages:
         raise ConfigurationError("messageName", name, "a Protobuf schema with a message type")
-    current = messages[(indexes or [0])[0]]
-    for index in (indexes or [0])[1:]:
-        current = current.nested_types[index]
+    path = indexes or [0]
+    current = None
+    for depth, index in enumerate(path):
+        choices = messages if current is None else list(current.nested_types)
+        if not 0 <= index < len(choices):
+            where = "the schema" if current is None else f"message {current.full_name}"
+            raise ValueError(
+                f"Protobuf message indexes {path} name no message: index {index} at depth "
+                f"{depth} is outside the {len(choices)} message(s) of {where}"
+            )
+        current = choices[index]
     return current
 
 

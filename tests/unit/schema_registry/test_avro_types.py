@@ -50,6 +50,21 @@ CASES = [
     (["string", "null"], "string", True),
     (["int", "long"], "long", False),
     (["null", "float", "double"], "double", True),
+    # A branch's type as a dict is its type too, logical type aside: spark-avro compares Avro's
+    # Schema.getType of the branches.
+    (["null", {"type": "int"}, "long"], "long", True),
+    ([{"type": "int"}, {"type": "long"}], "long", False),
+    (["null", {"type": "float"}, {"type": "double"}], "double", True),
+    (["int", {"type": "long", "logicalType": "timestamp-millis"}], "long", False),
+    (["null", {"type": "int", "logicalType": "date"}, "long"], "long", True),
+    (
+        [{"type": "int"}, {"type": "string"}],
+        {
+            "type": "struct",
+            "fields": [_field("member0", "integer", True), _field("member1", "string", True)],
+        },
+        False,
+    ),
     (["null"], "void", True),
     (
         ["null", "int", "string"],

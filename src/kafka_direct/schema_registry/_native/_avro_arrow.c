@@ -5,8 +5,9 @@
  *
  * schema_ids(data, offsets, width, validity, first, count) -> the distinct schema ids of the
  *   framed records (so that Python fetches and compiles each writer schema before decoding).
- * decode(spec, programs, data, offsets, width, validity, first, count, framed, stop)
+ * decode(spec, programs, data, offsets, width, validity, first, count, framed, stop[, limit])
  *   -> ([(length, null count, validity, data, offsets) per builder], errors, fallback rows)
+ *   limit: the largest offset of an Arrow array, 2^31 - 1 (tests lower it).
  *   programs: [(schema id, program or None, constants)]; None makes the id's records null
  *   (each listed as an E_NO_SCHEMA error).
  *   A record whose id has no entry is left null and listed in `fallback rows`, for Python to
@@ -96,7 +97,28 @@ static int add_fallback(outcome *o, int64_t row) {
   return 0;
 }
 
-/* Decodes every row; 0, or E_MEMORY / E_PROGRAM for the whole batch. Runs without the GIL. */
+static int run_record(kd_builders *all, const writer *w, kd_input *in) {
+  kd_decoder d = {all, w->program.buf, (size_t)w->program.len / 4, w->consts.buf,
+                  (size_t)w->consts.len, 0};
+  int err = kd_run(&d, in);
+  return !err && in->p != in->end ? E_LEFT_OVER : err;
+}
+
+/* A record that passed 2 GiB in an array (E_TOO_LARGE): decoded again, measuring from where it
+ * began, to tell whether it alone is too large (its own error, whatever the batch size) or only
+ * the batch with it is (0: a smaller batch would do). With the builders restored after. */
+static int too_large(kd_builders *all, const writer *w, kd_input *in, kd_input record) {
+  kd_builders_restore(all);
+  kd_builders_measure(all, 1);
+  *in = record;
+  int err = run_record(all, w, in);
+  kd_builders_measure(all, 0);
+  kd_builders_restore(all);
+  return err;
+}
+
+/* Decodes every row; 0, or E_MEMORY / E_PROGRAM / E_TOO_LARGE (the batch passes 2 GiB in an
+ * array, no record alone does) for the whole batch. Runs without the GIL. */
 static int decode_rows(kd_builders *all, writer *writers, Py_ssize_t nwriters, const batch *b,
                        int framed, int stop, outcome *o) {
   Py_ssize_t current = -1;
@@ -137,14 +159,13 @@ static int decode_rows(kd_builders *all, writer *writers, Py_ssize_t nwriters, c
       if (stop) return 0;
       continue;
     }
-    kd_decoder d = {all, w->program.buf, (size_t)w->program.len / 4, w->consts.buf,
-                    (size_t)w->consts.len};
     kd_builders_save(all);
-    err = kd_run(&d, &in);
+    kd_input record = in;
+    err = run_record(all, w, &in);
+    if (err == E_TOO_LARGE && !(err = too_large(all, w, &in, record))) return E_TOO_LARGE;
     int64_t left_over = in.end - in.p;
-    if (!err && left_over) err = E_LEFT_OVER;
     /* Not the record's fault: the whole batch fails, in PERMISSIVE mode too. */
-    if (err == E_MEMORY || err == E_PROGRAM || err == E_TOO_LARGE) return err;
+    if (err == E_MEMORY || err == E_PROGRAM) return err;
     if (err) {
       kd_builders_restore(all);
       if (err != E_LEFT_OVER) left_over = 0;
@@ -198,8 +219,9 @@ static PyObject *decode(PyObject *self, PyObject *args) {
   PyObject *programs, *data, *offsets, *validity;
   int width, framed, stop;
   Py_ssize_t first, count;
-  if (!PyArg_ParseTuple(args, "y*O!OOiOnnpp", &spec, &PyList_Type, &programs, &data, &offsets,
-                        &width, &validity, &first, &count, &framed, &stop))
+  long long limit = INT32_MAX;
+  if (!PyArg_ParseTuple(args, "y*O!OOiOnnpp|L", &spec, &PyList_Type, &programs, &data, &offsets,
+                        &width, &validity, &first, &count, &framed, &stop, &limit))
     return NULL;
   PyObject *result = NULL;
   batch b;
@@ -213,6 +235,10 @@ static PyObject *decode(PyObject *self, PyObject *args) {
     goto done;
   }
   if (open_failed) goto done;
+  if (limit < 1 || limit > INT32_MAX) {
+    PyErr_SetString(PyExc_ValueError, "limit outside 1 to 2^31 - 1");
+    goto done;
+  }
   if (!framed && nwriters != 1) {
     PyErr_SetString(PyExc_ValueError, "bare Avro needs exactly one program");
     goto done;
@@ -232,6 +258,7 @@ static PyObject *decode(PyObject *self, PyObject *args) {
     w->has_program = 1;
   }
   int err = kd_builders_init(&all, spec.buf, (size_t)spec.len / 4);
+  if (!err) kd_builders_limit(&all, limit);
   if (!err) {
     Py_BEGIN_ALLOW_THREADS
     err = decode_rows(&all, writers, nwriters, &b, framed, stop, &o);
@@ -242,7 +269,8 @@ static PyObject *decode(PyObject *self, PyObject *args) {
   else if (err == E_TOO_LARGE)
     PyErr_SetString(PyExc_OverflowError,
                     "the decoded batch holds more than 2 GiB in one Arrow array (32-bit "
-                    "offsets): lower spark.sql.execution.arrow.maxRecordsPerBatch");
+                    "offsets), though no record alone does: lower "
+                    "spark.sql.execution.arrow.maxRecordsPerBatch");
   else if (err)
     PyErr_SetString(PyExc_ValueError, "malformed decode program or builder spec");
   else

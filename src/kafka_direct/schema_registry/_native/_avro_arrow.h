@@ -26,14 +26,17 @@ enum {
 /* conversions of OP_INT / OP_LONG / OP_FLOAT */
 enum { CV_I32 = 1, CV_I64, CV_F32, CV_F64, CV_MILLIS };
 
-/* per-record errors (0 is success); E_MEMORY, E_PROGRAM and E_TOO_LARGE are not a record's
- * fault and fail the batch */
+/* per-record errors (0 is success); E_MEMORY and E_PROGRAM are not a record's fault and fail
+ * the batch; E_TOO_LARGE fails the batch unless the record alone is too large (_avro_arrow.c
+ * tells which) */
 enum {
   E_TRUNCATED = 1, E_VARINT, E_NEGATIVE_LENGTH, E_UTF8, E_UNION_INDEX, E_ENUM_INDEX,
   E_ENUM_SYMBOL, E_NULL, E_DECIMAL, E_INT_RANGE, E_TOO_LARGE, E_LEFT_OVER, E_NOT_FRAMED,
   E_BLOCK_COUNT, E_PROGRAM, E_MEMORY,
   /* a schema id the caller could not fetch (PERMISSIVE mode): the record is null and listed */
-  E_NO_SCHEMA
+  E_NO_SCHEMA,
+  /* more array / map items in one record than its size allows (_avro_decode.c) */
+  E_ITEMS
 };
 
 typedef struct {
@@ -48,6 +51,11 @@ typedef struct {
   int64_t length, null_count;
   int64_t saved_length, saved_null_count;
   kd_buf validity, data, offsets;
+  /* Measuring (kd_builders_measure): appends count and check, and write nothing; `base` is the
+   * last offset when measuring began (0 otherwise), what the 2 GiB limit is counted from. */
+  int measuring;
+  int64_t base;
+  int64_t limit; /* the largest offset: INT32_MAX (Arrow's 32-bit offsets), lower in tests */
 } kd_builder;
 
 typedef struct {
@@ -59,6 +67,8 @@ int kd_builders_init(kd_builders *all, const int32_t *spec, size_t spec_len);
 void kd_builders_free(kd_builders *all);
 void kd_builders_save(kd_builders *all);
 void kd_builders_restore(kd_builders *all);
+void kd_builders_limit(kd_builders *all, int64_t limit);
+void kd_builders_measure(kd_builders *all, int on);
 
 int kd_append_null(kd_builders *all, int index);
 int kd_append_valid(kd_builder *b);

@@ -4,7 +4,12 @@
  * Every buffer's size follows from the builder's length (and, for binary data, from its last
  * offset), so undoing a record that failed half-way is just restoring the lengths saved before
  * it (kd_builders_save / kd_builders_restore). Offsets are Arrow's 32-bit ones (binary, string,
- * list, map): a batch that would pass 2 GiB in one array is refused (E_TOO_LARGE). */
+ * list, map): a batch that would pass 2 GiB in one array is refused (E_TOO_LARGE).
+ *
+ * Measuring (kd_builders_measure) decodes a record again without writing anything, counting its
+ * offsets from where the record began: an E_TOO_LARGE then means the record alone passes 2 GiB
+ * (its own fault), none means only the batch does. It needs no memory, where decoding the record
+ * into empty builders would need up to 2 GiB more. */
 #include "_avro_arrow.h"
 
 #include <stdlib.h>
@@ -42,7 +47,8 @@ static int32_t last_offset(const kd_builder *b) {
 }
 
 static int push_offset(kd_builder *b, int64_t value) {
-  if (value > INT32_MAX) return E_TOO_LARGE;
+  if (value - b->base > b->limit) return E_TOO_LARGE;
+  if (b->measuring) return 0;
   size_t at = (size_t)(b->length + 1) * 4;
   int err = reserve(&b->offsets, at + 4);
   if (err) return err;
@@ -64,6 +70,7 @@ int kd_builders_init(kd_builders *all, const int32_t *spec, size_t spec_len) {
   for (int i = 0; i < n; i++) {
     if (at + 2 > spec_len) return E_PROGRAM;
     kd_builder *b = &all->b[i];
+    b->limit = INT32_MAX;
     b->kind = spec[at];
     b->nchildren = spec[at + 1];
     if (b->kind < K_BOOL || b->kind > K_LIST || b->nchildren < 0 ||
@@ -120,6 +127,20 @@ void kd_builders_restore(kd_builders *all) {
   }
 }
 
+void kd_builders_limit(kd_builders *all, int64_t limit) {
+  for (int i = 0; i < all->n; i++) all->b[i].limit = limit;
+}
+
+/* On: the builders must hold whole records (just restored), so that the last offset is where
+ * the record begins. Off: kd_builders_restore must follow, measuring moved the lengths. */
+void kd_builders_measure(kd_builders *all, int on) {
+  for (int i = 0; i < all->n; i++) {
+    kd_builder *b = &all->b[i];
+    b->measuring = on;
+    b->base = on && has_offsets(b->kind) ? last_offset(b) : 0;
+  }
+}
+
 static int set_bit(kd_buf *buf, int64_t index, int value) {
   size_t byte = (size_t)(index / 8);
   int err = reserve(buf, byte + 1);
@@ -134,7 +155,7 @@ static int set_bit(kd_buf *buf, int64_t index, int value) {
 }
 
 static int finish(kd_builder *b, int valid) {
-  int err = set_bit(&b->validity, b->length, valid);
+  int err = b->measuring ? 0 : set_bit(&b->validity, b->length, valid);
   if (err) return err;
   b->length++;
   if (!valid) b->null_count++;
@@ -148,10 +169,11 @@ int kd_append_null(kd_builders *all, int index) {
   int err = 0;
   switch (b->kind) {
     case K_BOOL:
-      err = set_bit(&b->data, b->length, 0);
+      err = b->measuring ? 0 : set_bit(&b->data, b->length, 0);
       break;
     case K_BIN:
-      err = push_offset(b, last_offset(b));
+      /* measuring writes no offsets: the data's length is the last one */
+      err = push_offset(b, b->measuring ? (int64_t)b->data.len : last_offset(b));
       break;
     case K_LIST:
       err = push_offset(b, all->b[b->children[0]].length);
@@ -160,6 +182,7 @@ int kd_append_null(kd_builders *all, int index) {
       for (int c = 0; c < b->nchildren && !err; c++) err = kd_append_null(all, b->children[c]);
       break;
     default: {
+      if (b->measuring) break;
       size_t width = width_of(b->kind);
       err = reserve(&b->data, b->data.len + width);
       if (!err) {
@@ -172,11 +195,12 @@ int kd_append_null(kd_builders *all, int index) {
 }
 
 int kd_append_bool(kd_builder *b, int value) {
-  int err = set_bit(&b->data, b->length, value);
+  int err = b->measuring ? 0 : set_bit(&b->data, b->length, value);
   return err ? err : finish(b, 1);
 }
 
 int kd_append_fixed(kd_builder *b, const void *value, size_t width) {
+  if (b->measuring) return finish(b, 1);
   int err = reserve(&b->data, b->data.len + width);
   if (err) return err;
   memcpy(b->data.p + b->data.len, value, width);
@@ -186,12 +210,14 @@ int kd_append_fixed(kd_builder *b, const void *value, size_t width) {
 
 int kd_append_bytes(kd_builder *b, const uint8_t *value, size_t n) {
   size_t end = b->data.len + n;
-  if (end > INT32_MAX) return E_TOO_LARGE;
-  int err = reserve(&b->data, end);
-  if (err) return err;
-  if (n) memcpy(b->data.p + b->data.len, value, n);
+  if (end - (size_t)b->base > (size_t)b->limit) return E_TOO_LARGE;
+  if (!b->measuring) {
+    int err = reserve(&b->data, end);
+    if (err) return err;
+    if (n) memcpy(b->data.p + b->data.len, value, n);
+  }
   b->data.len = end;
-  err = push_offset(b, (int64_t)end);
+  int err = push_offset(b, (int64_t)end);
   return err ? err : finish(b, 1);
 }
 

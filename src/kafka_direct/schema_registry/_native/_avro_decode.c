@@ -9,6 +9,23 @@
 
 #include <string.h>
 
+/* The deepest node a program may have (the root is 0): it bounds the interpreter's recursion.
+ * avro_program.MAX_DEPTH is the same number: the compiler leaves deeper schemas to fastavro. */
+#define KD_MAX_DEPTH 256
+
+/* The array and map items one record may have in all, every block of every array and map in it
+ * counted: KD_ITEMS_BASE + KD_ITEMS_PER_BYTE * its length in bytes.
+ * Items of at least one byte cannot outnumber the record's bytes. Items of no bytes (nulls, empty
+ * records, fixed(0)) cost nothing to write: one block may hold 1 << 20 of them (run_blocks), and
+ * without a bound in all a record of a few KB repeating such blocks asked for billions (seconds
+ * of CPU, hundreds of MB, then a batch-wide 2 GiB overflow). Writers write an array in one
+ * block, so the base lets any single array of them through as before, and the per-byte part
+ * leaves 16 per byte for many small ones (say arrays of arrays of nulls); the work a record can
+ * cause stays proportional to its size. A reader field's default is not counted: its items are
+ * the schema's, bounded by the schema's size for every item that reads it. */
+#define KD_ITEMS_BASE ((int64_t)1 << 20)
+#define KD_ITEMS_PER_BYTE 16
+
 static int read_long(kd_input *in, int64_t *out) {
   uint64_t value = 0;
   for (int shift = 0;; shift += 7) {
@@ -129,9 +146,13 @@ static int run_blocks(kd_decoder *d, const int32_t *node, size_t size, kd_input 
       if ((err = read_long(in, &bytes))) return err;
     }
     /* Items of at least one byte cannot outnumber the bytes left; items of none (nulls,
-     * empty records) are capped, so that a few bytes cannot ask for a huge array. */
+     * empty records) are capped, so that a few bytes cannot ask for a huge array; and all the
+     * blocks of the record together have a budget (KD_ITEMS_BASE), so that many such blocks
+     * cannot either. */
     int64_t left = in->end - in->p;
     if (min_bytes > 0 ? count > left / min_bytes + 1 : count > (1 << 20)) return E_BLOCK_COUNT;
+    if (count > d->items_left) return E_ITEMS;
+    d->items_left -= count;
     for (int64_t i = 0; i < count; i++) {
       if (is_map) {
         size_t n;
@@ -151,7 +172,7 @@ static int run_blocks(kd_decoder *d, const int32_t *node, size_t size, kd_input 
 
 static int run_at(kd_decoder *d, const int32_t *node, size_t size, kd_input *in, int depth) {
   NEED(3);
-  if (depth > 256) return E_PROGRAM;
+  if (depth > KD_MAX_DEPTH) return E_PROGRAM;
   int op = node[0], target = node[1];
   if (target >= d->builders->n) return E_PROGRAM;
   kd_builder *b = target >= 0 ? &d->builders->b[target] : NULL;
@@ -254,7 +275,12 @@ static int run_at(kd_decoder *d, const int32_t *node, size_t size, kd_input *in,
         return E_PROGRAM;
       if ((err = child_at(node, size, 5, &child))) return err;
       kd_input constant = {d->consts + at, d->consts + at + len};
-      if ((err = run_at(d, node + 5, child, &constant, depth + 1))) return err;
+      /* the default's items are not the record's (see KD_ITEMS_BASE): not counted */
+      int64_t items_left = d->items_left;
+      d->items_left = INT64_MAX;
+      err = run_at(d, node + 5, child, &constant, depth + 1);
+      d->items_left = items_left;
+      if (err) return err;
       return constant.p == constant.end ? 0 : E_PROGRAM;
     }
     case OP_ARRAY:
@@ -297,5 +323,9 @@ static int run_at(kd_decoder *d, const int32_t *node, size_t size, kd_input *in,
 }
 
 int kd_run(kd_decoder *d, kd_input *in) {
+  int64_t bytes = in->end - in->p;
+  d->items_left = bytes > (INT64_MAX - KD_ITEMS_BASE) / KD_ITEMS_PER_BYTE
+                      ? INT64_MAX
+                      : KD_ITEMS_BASE + KD_ITEMS_PER_BYTE * bytes;
   return run_at(d, d->program, d->program_len, in, 0);
 }

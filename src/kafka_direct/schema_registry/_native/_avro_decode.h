@@ -15,6 +15,8 @@ typedef struct {
   size_t program_len;
   const uint8_t *consts;
   size_t consts_len;
+  /* array and map items the record may still ask for (kd_run sets it per record) */
+  int64_t items_left;
 } kd_decoder;
 
 /* Decodes one record from `in` into the builders; 0 or an E_* code (the builders may then hold

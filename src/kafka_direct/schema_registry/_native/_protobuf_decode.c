@@ -16,6 +16,7 @@
 #include "_protobuf_decode.h"
 #include "_utf8.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #define FB PB_FALLBACK
@@ -198,7 +199,11 @@ static int timestamp(const uint8_t *p, const uint8_t *end, int64_t *micros) {
 static int append_scalar(pb_decoder *d, int type, int aux, int b, uint64_t raw,
                          int null_if_zero) {
   kd_builder *builder = &d->builders->b[b];
-  int zero = raw == 0;
+  /* A 32-bit field (an enum too) is the varint's low 32 bits, as Protobuf's parsers read it
+   * (Java's (int) cast, upb's): 2^32 is 0, the default, and so null as in the Python path, not
+   * a 0 (or the enum's first name) that the 64-bit value would not be. */
+  int narrow = type == PT_INT32 || type == PT_UINT32 || type == PT_SINT32 || type == PT_ENUM;
+  int zero = (narrow ? (uint32_t)raw : raw) == 0;
   if (null_if_zero && zero) return kd_append_null(d->builders, b);
   switch (type) {
     case PT_INT32: case PT_SFIXED32: case PT_UINT32: case PT_FIXED32: {
@@ -296,7 +301,8 @@ static int same_key(const kd_builder *k, int64_t i, int64_t j) {
     memcpy(&a1, k->offsets.p + (i + 1) * 4, 4);
     memcpy(&b0, k->offsets.p + j * 4, 4);
     memcpy(&b1, k->offsets.p + (j + 1) * 4, 4);
-    return a1 - a0 == b1 - b0 && memcmp(k->data.p + a0, k->data.p + b0, (size_t)(a1 - a0)) == 0;
+    return a1 - a0 == b1 - b0 &&
+           (a1 == a0 || memcmp(k->data.p + a0, k->data.p + b0, (size_t)(a1 - a0)) == 0);
   }
   if (k->kind == K_BOOL)
     return ((k->data.p[i / 8] >> (i % 8)) & 1) == ((k->data.p[j / 8] >> (j % 8)) & 1);
@@ -304,12 +310,65 @@ static int same_key(const kd_builder *k, int64_t i, int64_t j) {
   return memcmp(k->data.p + (size_t)i * width, k->data.p + (size_t)j * width, width) == 0;
 }
 
+typedef struct {
+  const uint8_t *p;
+  size_t n;
+} pb_key;
+
+static int bytes_order(const void *a, const void *b) {
+  const pb_key *x = a, *y = b;
+  size_t n = x->n < y->n ? x->n : y->n;
+  int c = n ? memcmp(x->p, y->p, n) : 0; /* no bytes at all: no buffer either (NULL) */
+  return c ? c : (x->n > y->n) - (x->n < y->n);
+}
+
+static int number_order(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* FB if a key repeats among the map's entries (keys first to the builder's end): Protobuf's
+ * parsers keep the last, which the Python path does; else 0, or E_MEMORY. Sorted copies of the
+ * keys, not every pair compared: a map of n entries costs n log n, not n^2 (seconds at 40,000). */
 static int repeated_key(const kd_builders *all, int entries, int64_t first) {
   const kd_builder *keys = &all->b[all->b[entries].children[0]];
-  for (int64_t i = first; i < keys->length; i++)
-    for (int64_t j = i + 1; j < keys->length; j++)
-      if (same_key(keys, i, j)) return 1;
-  return 0;
+  int64_t count = keys->length - first;
+  if (count < 2) return 0;
+  if (keys->kind == K_BOOL) return count > 2 || same_key(keys, first, first + 1) ? FB : 0;
+  if (count <= 16) { /* small maps: no allocation */
+    for (int64_t i = first; i < keys->length; i++)
+      for (int64_t j = i + 1; j < keys->length; j++)
+        if (same_key(keys, i, j)) return FB;
+    return 0;
+  }
+  int found = 0;
+  if (keys->kind == K_BIN) {
+    pb_key *all_keys = malloc((size_t)count * sizeof(pb_key));
+    if (all_keys == NULL) return E_MEMORY;
+    for (int64_t i = 0; i < count; i++) {
+      int32_t a, b;
+      memcpy(&a, keys->offsets.p + (first + i) * 4, 4);
+      memcpy(&b, keys->offsets.p + (first + i + 1) * 4, 4);
+      all_keys[i] = (pb_key){b > a ? keys->data.p + a : NULL, (size_t)(b - a)};
+    }
+    qsort(all_keys, (size_t)count, sizeof(pb_key), bytes_order);
+    for (int64_t i = 1; i < count && !found; i++)
+      found = bytes_order(&all_keys[i - 1], &all_keys[i]) == 0;
+    free(all_keys);
+  } else {
+    /* int32 or int64 keys: compared as their bytes are, zero-extended (equal iff equal) */
+    size_t width = keys->kind == K_I32 ? 4 : 8;
+    uint64_t *values = malloc((size_t)count * sizeof(uint64_t));
+    if (values == NULL) return E_MEMORY;
+    for (int64_t i = 0; i < count; i++) {
+      values[i] = 0;
+      memcpy(&values[i], keys->data.p + (size_t)(first + i) * width, width);
+    }
+    qsort(values, (size_t)count, sizeof(uint64_t), number_order);
+    for (int64_t i = 1; i < count && !found; i++) found = values[i - 1] == values[i];
+    free(values);
+  }
+  return found ? FB : 0;
 }
 
 /* Appends the list of every occurrence of field f in [p, end), in order. */
@@ -317,6 +376,7 @@ static int decode_repeated(pb_decoder *d, const int32_t *f, const uint8_t *p, co
   kd_builder *list = &d->builders->b[f[3]];
   int child = list->children[0], type = f[1], aux = f[4];
   int64_t first = d->builders->b[child].length;
+  int err;
   while (p < end) {
     uint64_t number;
     int wire;
@@ -324,7 +384,6 @@ static int decode_repeated(pb_decoder *d, const int32_t *f, const uint8_t *p, co
     const uint8_t *value = p;
     if (skip(&p, end, wire)) return FB;
     if (number != (uint64_t)f[0]) continue;
-    int err;
     if (wire == 2 && wire_of(type) != 2) { /* packed */
       uint64_t n;
       if (varint(&value, end, &n) || n > (uint64_t)(end - value)) return FB;
@@ -335,7 +394,7 @@ static int decode_repeated(pb_decoder *d, const int32_t *f, const uint8_t *p, co
       return err;
     }
   }
-  if (type == PT_MAP && repeated_key(d->builders, child, first)) return FB;
+  if (type == PT_MAP && (err = repeated_key(d->builders, child, first))) return err;
   return kd_close_list(d->builders, list, child);
 }
 
