@@ -318,9 +318,15 @@ class Scrubber:
         return f"Scrubber({self._count} value(s))"
 
 
+#: Keys is_secret covers (every sasl.oauthbearer.* setting is hidden when shown) whose values
+#: are no secret and are ordinary words ('oidc', 'default', a scope): scrubbing them from
+#: librdkafka's text would garble every line.
+_PLAIN_IN_TEXT = {"sasl.oauthbearer.method", "sasl.oauthbearer.scope"}
+
+
 def _secret_values(config: Mapping[str, object]) -> Iterator[str]:
     for key, value in config.items():
-        if not isinstance(value, str) or not is_secret(key):
+        if not isinstance(value, str) or not is_secret(key) or key in _PLAIN_IN_TEXT:
             continue
         yield value
         for pair in _PAIR.finditer(value):

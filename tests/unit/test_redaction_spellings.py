@@ -121,3 +121,18 @@ def test_config_scrubber(config: dict[str, str], line: str, hidden: str, kept: s
     scrub = config_scrubber(config)
     assert hidden not in scrub(line)
     assert kept in scrub(line)
+
+
+def test_the_oauthbearer_method_and_scope_stay_readable_in_librdkafkas_text() -> None:
+    # Hidden when shown as settings, but 'oidc' or a scope scrubbed from every log line would
+    # garble them; the client secret is still scrubbed.
+    scrub = config_scrubber(
+        {
+            "sasl.oauthbearer.method": "oidc",
+            "sasl.oauthbearer.scope": "kafka",
+            "sasl.oauthbearer.client.secret": "TOPSECRET",
+        }
+    )
+    assert scrub("method oidc, scope kafka, secret TOPSECRET") == (
+        f"method oidc, scope kafka, secret {REDACTED}"
+    )

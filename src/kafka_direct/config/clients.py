@@ -290,6 +290,12 @@ def producer_config(user: Mapping[str, str], *, exactly_once: bool = False) -> d
     if "queue.buffering.max.kbytes" not in user:
         largest = _int_or(config.get("message.max.bytes"), DEFAULT_MESSAGE_MAX_BYTES)
         config["queue.buffering.max.kbytes"] = str(max(DEFAULT_QUEUE_KBYTES, -(-largest // 1024)))
+    elif "message.max.bytes" not in user:
+        # A queue the user chose smaller than a default record: records fail at once above
+        # it, as Java's fail above buffer.memory, instead of the job being refused.
+        queue_bytes = _int_or(user["queue.buffering.max.kbytes"], DEFAULT_QUEUE_KBYTES) * 1024
+        if queue_bytes < DEFAULT_MESSAGE_MAX_BYTES:
+            config["message.max.bytes"] = str(max(queue_bytes, 1000))
     return config
 
 

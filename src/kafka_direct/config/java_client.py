@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 
 from kafka_direct.errors import ConfigurationError
 
-__all__ = ["DROPPED", "RENAMED", "translate_java_names"]
+__all__ = ["DROPPED", "PRODUCER_ONLY", "RENAMED", "translate_java_names"]
 
 log = logging.getLogger(__name__)
 
@@ -75,12 +75,30 @@ _DEFAULT_PARTITIONERS = {
 }
 
 
-def translate_java_names(params: Mapping[str, str], *, prefix: str = "kafka.") -> dict[str, str]:
-    """``params`` (names without ``prefix``) with Java-only names translated or dropped.
+#: Producer settings: where no producer is made (a source, a DStream), the Java consumer
+#: ignores them, and librdkafka's equivalents would constrain the consumer
+#: (message.max.bytes must not exceed fetch.max.bytes): dropped there, with a warning.
+PRODUCER_ONLY = {"max.request.size", "buffer.memory", "max.block.ms", "partitioner.class"}
+
+
+def translate_java_names(
+    params: Mapping[str, str], *, prefix: str = "kafka.", producer: bool = True
+) -> dict[str, str]:
+    """``params`` (names without ``prefix``) with Java-only names translated or dropped;
+    ``producer``: the settings are a producer's (else producer-only ones are dropped).
 
     Refuses a Java name set together with its librdkafka twin (which one would the user
     mean?) and a ``partitioner.class`` other than Kafka's default."""
     out = dict(params)
+    if not producer:
+        for java in sorted(PRODUCER_ONLY & set(out)):
+            del out[java]
+            log.warning(
+                "%s%s is a Java producer setting, and a read makes no producer: ignored, as "
+                "the Java consumer ignores it.",
+                prefix,
+                java,
+            )
     for java, (native, convert) in RENAMED.items():
         if java not in out:
             continue

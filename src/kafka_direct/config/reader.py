@@ -203,7 +203,7 @@ def kafka_params(
     loader = _load_store if read_stores else _unread_store
     params = translate_security(params, prefix=prefix, load_store=loader)
     # And the few other Java client settings whose names or units differ (config.java_client).
-    params = translate_java_names(params, prefix=prefix)
+    params = translate_java_names(params, prefix=prefix, producer=owner in ("sink", "command"))
     refuse_jvm_settings(params, prefix=prefix)
     if not params.get("bootstrap.servers", "").strip():
         raise ConfigurationError(

@@ -18,6 +18,7 @@ it starts and ends are parsed by :mod:`~kafka_direct.config.bounds`.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -47,6 +48,8 @@ __all__ = [
     "TriggerRates",
     "parse_source_options",
 ]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -235,6 +238,15 @@ def parse_source_options(raw: Mapping[str, str], *, streaming: bool | None) -> S
         enabled=opts.boolean("commitOffsets"),
         committed_fallback=opts.choice("committedOffsetsFallback", ("earliest", "latest", "error")),
     )
+    if streaming and commit_group is None and kafka.get("group.id"):
+        # Earlier versions committed to kafka.group.id: a job that relied on it must hear that
+        # it no longer does, or its group silently falls behind.
+        log.warning(
+            "The stream does not commit its offsets to kafka.group.id '%s' (as Spark's "
+            "connector never does); set .option('commitOffsetsToGroup', '%s') to commit them.",
+            kafka["group.id"],
+            kafka["group.id"],
+        )
     if starting.kind == "committed" and not (
         opts.get("commitOffsetsToGroup") or kafka.get("group.id")
     ):

@@ -234,7 +234,9 @@ def _encoded_headers(array: pa.Array | pa.ChunkedArray) -> pa.Array:
             if header is None:
                 parts.append(b"\xff" * 8)  # a null header (the sink refuses it on produce)
                 continue
-            for field in (header.get("key"), header.get("value")):
+            # By position, as the sink writes them: the struct's fields may be named in any
+            # case (Key, VALUE), which Spark's type check accepts.
+            for field in tuple(header.values())[:2]:
                 if field is None:
                     parts.append(b"\xff" * 8)
                 else:

@@ -34,7 +34,7 @@ TRANSLATED = [
 @pytest.mark.parametrize(("java", "native"), TRANSLATED)
 def test_java_names_become_librdkafkas(java: dict[str, str], native: dict[str, str]) -> None:
     assert translate_java_names(java) == native
-    judged = kafka_params({**BOOTSTRAP, **java}, owned={}, owner="source")
+    judged = kafka_params({**BOOTSTRAP, **java}, owned={}, owner="sink")
     assert {k: v for k, v in judged.items() if k != "bootstrap.servers"} == native
 
 
@@ -78,3 +78,18 @@ def test_every_translated_name_is_one_librdkafka_accepts_and_no_name_is_both() -
         value = "1" if "max.bytes" not in native else "1048576"
         # Raises KafkaException on an unknown name; it never connects (nothing to send).
         Producer({"bootstrap.servers": "127.0.0.1:9", native: value})
+
+
+def test_producer_settings_on_a_read_are_dropped_as_the_java_consumer_ignores_them(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # On a consumer, message.max.bytes above fetch.max.bytes would be refused by librdkafka.
+    java = {"max.request.size": "20971520", "buffer.memory": "1", "fetch.max.wait.ms": "10"}
+    with caplog.at_level("WARNING", logger="kafka_direct.config.java_client"):
+        read = kafka_params({**BOOTSTRAP, **java}, owned={}, owner="source")
+        written = kafka_params({**BOOTSTRAP, **java}, owned={}, owner="sink")
+    assert {k: v for k, v in read.items() if k != "bootstrap.servers"} == {
+        "fetch.wait.max.ms": "10"
+    }
+    assert written["message.max.bytes"] == "20971520"
+    assert "kafka.max.request.size is a Java producer setting" in caplog.text

@@ -175,6 +175,11 @@ QUEUE_HOLDS_A_RECORD = [
     ({"kafka.max.request.size": "100000000"}, "100000000", "97657"),
     ({"kafka.message.max.bytes": "2000000"}, "2000000", "65536"),
     ({"kafka.buffer.memory": "134217728"}, "1048576", "131072"),
+    # A queue the user chose below a default record: records above it fail at once, as Java's
+    # fail above buffer.memory, and the job runs.
+    ({"kafka.queue.buffering.max.kbytes": "512"}, "524288", "512"),
+    ({"kafka.buffer.memory": "524288"}, "524288", "512"),
+    ({"kafka.buffer.memory": "1000"}, "1024", "1"),
 ]
 
 
@@ -223,7 +228,6 @@ REFUSALS = [
         {**BASE, "kafka.message.max.bytes": "100000000", "kafka.queue.buffering.max.kbytes": "64"},
         "at least 97657",
     ),
-    ("kafka.queue.buffering.max.kbytes", {**BASE, "kafka.buffer.memory": "1000"}, "buffer.memory"),
     ("kafka.delivery.timeout.ms", {**BASE, "kafka.delivery.timeout.ms": "0"}, "wait forever"),
     ("kafka.message.timeout.ms", {**BASE, "kafka.message.timeout.ms": "2m"}, "milliseconds"),
     ("deliveryGuarantee", {**BASE, "deliveryGuarantee": "exactly_once"}, "'exactly-once'"),

@@ -1137,3 +1137,20 @@ def test_executor_prefetch_follows_the_batch_budget(
     assert (int(got_partition) if got_partition else None) == partition
     assert int(config["fetch.max.bytes"]) == fetch
     assert int(config["queued.max.messages.kbytes"]) == kbytes
+
+
+def test_a_stream_with_kafka_group_id_alone_says_it_does_not_commit_to_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Earlier versions committed to kafka.group.id; a job that relied on it must be told.
+    raw = {"kafka.bootstrap.servers": "b:9092", "subscribe": "t", "kafka.group.id": "billing"}
+    with caplog.at_level("WARNING", logger="kafka_direct.config.source"):
+        opts = parse_source_options(raw, streaming=True)
+    assert opts.commits.target is None
+    assert "does not commit its offsets to kafka.group.id 'billing'" in caplog.text
+    assert "commitOffsetsToGroup" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="kafka_direct.config.source"):
+        parse_source_options({**raw, "commitOffsetsToGroup": "billing"}, streaming=True)
+        parse_source_options(raw, streaming=False)
+    assert "does not commit" not in caplog.text

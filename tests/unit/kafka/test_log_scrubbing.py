@@ -108,29 +108,44 @@ def test_the_real_librdkafka_never_gets_a_secret_into_the_logs(
     assert REDACTED in logs.text + events.summary()  # librdkafka did quote it
 
 
+class _Reporting:
+    """Stands for a C client whose last call reported one log line and one error event, both
+    quoting a secret value, as librdkafka does."""
+
+    def __init__(self, real: Any, line: str) -> None:
+        self.real, self.line = real, line
+
+    def take_events(self) -> Any:
+        error = (KafkaError._AUTHENTICATION, self.line, False)
+        return [error], [(3, "OIDC", self.line)], 0, 0
+
+    def delivery_error(self) -> None:
+        return None
+
+
 def test_the_c_fast_paths_scrub_their_log_lines_and_events(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """The C extensions hand librdkafka's lines to route_log_lines and their error events to
     ClientEvents themselves (no client_hooks): both must lose the client's secret values."""
-    from kafka_direct._native.loader import route_log_lines
     from kafka_direct.consumer import native as native_consumer
     from kafka_direct.producer.native import NativeBatchProducer
-    from kafka_direct.redaction import config_scrubber
 
     line = 'OIDC: Failed to retrieve OIDC token from "http://127.0.0.1:1/token?code=URLSECRET"'
-    scrub = config_scrubber(OIDC_CONFIG)
-    with caplog.at_level(logging.DEBUG, logger="kafka_direct.librdkafka"):
-        route_log_lines("kafka-direct-producer", [(3, "OIDC", line)], 0, 0, scrub)
-    assert "URLSECRET" not in caplog.text and REDACTED in caplog.text
     assert native_consumer.available(), "scripts/setup.sh builds the C extensions"
     producer = NativeBatchProducer({k: v for k, v in OIDC_CONFIG.items() if k != "group.id"})
     events = ClientEvents("The Kafka consumer")
     consumer = native_consumer.NativeConsumer(OIDC_CONFIG, events)
+    real = (producer._impl, consumer._impl)
     try:
-        for client in (producer, consumer):
-            assert client._scrub is not None and "URLSECRET" not in client._scrub(line)
-        assert events._scrub is consumer._scrub and producer._events._scrub is producer._scrub
+        producer._impl = _Reporting(real[0], line)
+        consumer._impl = _Reporting(real[1], line)
+        with caplog.at_level(logging.DEBUG):
+            producer._drain()
+            consumer._drain_events()
     finally:
+        producer._impl, consumer._impl = real
         producer.close()
         consumer.close()
+    assert "Failed to retrieve OIDC token from" in caplog.text  # the line was logged
+    assert "URLSECRET" not in caplog.text

@@ -244,3 +244,24 @@ def test_sum_rows_python_is_blake2b_of_the_encoding() -> None:
     encoded = b"\x01" + (2).to_bytes(8, "little") + b"ab" + b"\x00"
     encoded += b"\x02" + (-1).to_bytes(8, "little", signed=True)
     assert sum_rows(arrays, XXH3_SCHEME) == xxhash.xxh3_128_intdigest(encoded)
+
+
+def test_headers_named_in_another_case_count_by_position_as_the_sink_writes_them(
+    scheme: str,
+) -> None:
+    # array<struct<Key,VALUE>> is written by position; its digest must see the contents too,
+    # or a replay with other headers would be skipped as if it were the same.
+    upper = pa.list_(pa.struct([("Key", pa.string()), ("VALUE", pa.binary())]))
+    columns = plan_columns(
+        [("value", "binary"), ("headers", "array<struct<Key:string,VALUE:binary>>")], "t"
+    )
+
+    def batch(header_value: bytes) -> pa.RecordBatch:
+        return pa.RecordBatch.from_arrays(
+            [pa.array([b"v"]), pa.array([[("h", header_value)]], upper)],
+            names=["value", "headers"],
+        )
+
+    same = _digest(batch(b"x"), columns=columns, scheme=scheme)
+    assert same == _digest(batch(b"x"), columns=columns, scheme=scheme)
+    assert same != _digest(batch(b"y"), columns=columns, scheme=scheme)
