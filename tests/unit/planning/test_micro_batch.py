@@ -480,12 +480,15 @@ def test_one_latest_request_per_trigger_for_all_partitions(options: dict[str, st
 # --- data loss ------------------------------------------------------------------------------------
 
 
+#: The query of :func:`two_topics`.
+TWO_TOPICS = {"subscribe": "t,u", "startingOffsets": "earliest"}
+
+
 def two_topics(fail_on_data_loss: str) -> tuple[FakeCluster, MicroBatches]:
     cluster = FakeCluster()
     cluster.create_topic("t", records=3)
     cluster.create_topic("u", records=4)
-    options = {"subscribe": "t,u", "startingOffsets": "earliest"}
-    q = MicroBatches(cluster, {**options, "failOnDataLoss": fail_on_data_loss})
+    q = MicroBatches(cluster, {**TWO_TOPICS, "failOnDataLoss": fail_on_data_loss})
     assert q.trigger() == [("t-0", 0, 3), ("u-0", 0, 4)]
     return cluster, q
 

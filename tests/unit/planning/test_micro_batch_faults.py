@@ -23,10 +23,12 @@ from tests.unit.fake_reader import FakeCluster
 from tests.unit.planning.test_micro_batch import (
     T0,
     T1,
+    TWO_TOPICS,
     MicroBatches,
     spans,
     stream_options,
     through_json,
+    two_topics,
 )
 
 SLOW = "no valid offset (OFFSET_INVALID: its leader did not answer in time)"
@@ -432,17 +434,12 @@ def test_a_committed_start_waits_out_a_leader_moving_at_the_first_trigger() -> N
 
 def _logged_batch_then_deleted(fail_on_data_loss: str) -> tuple[FakeCluster, Any, Any, Any]:
     """Batch 1 logged over t and u (the driver died before its commit); u deleted; a restart."""
-    cluster = FakeCluster()
-    cluster.create_topic("t", records=3)
-    cluster.create_topic("u", records=4)
-    options = {"subscribe": "t,u", "startingOffsets": "earliest"}
-    first = MicroBatches(cluster, {**options, "failOnDataLoss": fail_on_data_loss})
-    assert first.trigger() == [("t-0", 0, 3), ("u-0", 0, 4)]
+    cluster, first = two_topics(fail_on_data_loss)
     cluster.append("t", 0, 2)
     cluster.append("u", 0, 2)
     start, logged_end = first.start, first.latest()  # in the offset log, never committed
     cluster.delete_topic("u")
-    restarted = MicroBatches(cluster, {**options, "failOnDataLoss": fail_on_data_loss})
+    restarted = MicroBatches(cluster, {**TWO_TOPICS, "failOnDataLoss": fail_on_data_loss})
     return cluster, restarted, start, logged_end
 
 
