@@ -265,8 +265,7 @@ def shown(key: str, value: object) -> object:
         return value
     if may_show(key):
         if isinstance(value, str) and "@" in value:
-            masked = _URL_USER_INFO.sub("<redacted>@", value)
-            return value if masked == value else masked
+            return _URL_USER_INFO.sub("<redacted>@", value)
         return value
     return REDACTED if is_secret(key) else HIDDEN
 

@@ -83,7 +83,7 @@ def route_log_lines(
     librdkafka may quote (an OIDC token endpoint's URL, say): see
     :func:`kafka_direct.redaction.config_scrubber`."""
     for level, facility, line in lines:
-        LIBRDKAFKA_LOG.log(level, "%s [%s] %s", facility, client, scrub(line) if scrub else line)
+        LIBRDKAFKA_LOG.emit(level, "%s [%s] %s", (facility, client, line), scrub)
     if dropped:
         LIBRDKAFKA_LOG.log(
             _LOG_WARNING,

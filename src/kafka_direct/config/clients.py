@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import overload
 
 from kafka_direct.config.kafka import KafkaConfig
 
@@ -64,6 +65,8 @@ __all__ = [
     "connection_config",
     "executor_consumer_config",
     "executor_group_id",
+    "int_setting",
+    "kbytes",
     "marker_consumer_config",
     "probe_consumer_config",
     "producer_config",
@@ -288,12 +291,12 @@ def producer_config(user: Mapping[str, str], *, exactly_once: bool = False) -> d
     # holds the largest record message.max.bytes lets through (a conflicting choice of the
     # user's own is refused by the sink's options check).
     if "queue.buffering.max.kbytes" not in user:
-        largest = _int_or(config.get("message.max.bytes"), DEFAULT_MESSAGE_MAX_BYTES)
-        config["queue.buffering.max.kbytes"] = str(max(DEFAULT_QUEUE_KBYTES, -(-largest // 1024)))
+        largest = int_setting(config.get("message.max.bytes"), DEFAULT_MESSAGE_MAX_BYTES)
+        config["queue.buffering.max.kbytes"] = str(max(DEFAULT_QUEUE_KBYTES, kbytes(largest)))
     elif "message.max.bytes" not in user:
         # A queue the user chose smaller than a default record: records fail at once above
         # it, as Java's fail above buffer.memory, instead of the job being refused.
-        queue_bytes = _int_or(user["queue.buffering.max.kbytes"], DEFAULT_QUEUE_KBYTES) * 1024
+        queue_bytes = int_setting(user["queue.buffering.max.kbytes"], DEFAULT_QUEUE_KBYTES) * 1024
         if queue_bytes < DEFAULT_MESSAGE_MAX_BYTES:
             config["message.max.bytes"] = str(max(queue_bytes, 1000))
     return config
@@ -308,19 +311,30 @@ def idempotence_conflict(user: Mapping[str, str]) -> str | None:
         if value is not None and value.strip().lower() not in ("all", "-1"):
             return f"{name} is {value.strip()}, not 'all'"
     for name in ALIASES["retries"]:
-        if _int_or(user.get(name), 1) == 0:
+        if int_setting(user.get(name), 1) == 0:
             return f"{name} is 0"
     for name in ALIASES["max.in.flight"]:
-        if _int_or(user.get(name), 5) > 5:
+        if int_setting(user.get(name), 5) > 5:
             return f"{name} is {user[name].strip()}, more than 5"
     return None
 
 
-def _int_or(raw: str | None, default: int) -> int:
+@overload
+def int_setting(raw: str | None, default: int) -> int: ...
+@overload
+def int_setting(raw: str | None, default: None) -> int | None: ...
+def int_setting(raw: str | None, default: int | None) -> int | None:
+    """A number setting's value, or ``default`` when it is unset or no number (librdkafka
+    refuses that one, in its own words, when the client is made)."""
     try:
         return int(raw.strip()) if raw is not None else default
-    except ValueError:  # librdkafka refuses it, in its own words, when the client is made
+    except ValueError:
         return default
+
+
+def kbytes(count: int) -> int:
+    """``count`` bytes in KB, rounded up: never a smaller bound than asked."""
+    return -(-count // 1024)
 
 
 #: Settings only a producer reads. The sink's admin client (the check that the cluster answers)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 
+from kafka_direct.config.clients import int_setting, kbytes
 from kafka_direct.errors import ConfigurationError
 
 __all__ = ["DROPPED", "PRODUCER_ONLY", "RENAMED", "translate_java_names"]
@@ -34,11 +35,8 @@ def _socket_buffer(value: str) -> str:
 
 
 def _bytes_to_kbytes(value: str) -> str:
-    try:
-        count = int(value.strip())
-    except ValueError:
-        return value  # librdkafka refuses it, in its own words, when the client is made
-    return str(max(1, -(-count // 1024)))  # rounded up: never a smaller queue than asked
+    count = int_setting(value, None)
+    return value if count is None else str(max(1, kbytes(count)))
 
 
 #: Java name → (librdkafka name, value conversion).

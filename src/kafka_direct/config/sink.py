@@ -18,7 +18,13 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kafka_direct.config.clients import ALIASES, idempotence_conflict, producer_config
+from kafka_direct.config.clients import (
+    ALIASES,
+    idempotence_conflict,
+    int_setting,
+    kbytes,
+    producer_config,
+)
 from kafka_direct.config.kafka import KafkaConfig
 from kafka_direct.config.oauth import provider_spec
 from kafka_direct.config.reader import OptionReader, kafka_params
@@ -296,17 +302,14 @@ def _check_queue_holds_a_record(user: Mapping[str, str], config: Mapping[str, st
     it is, so such a record would wait for room forever; Java's producer fails it at once.
     producer_config sizes the queue to hold the largest record; a user's own choice of both
     that conflicts is refused here, before a task waits."""
-    try:
-        largest = int(config["message.max.bytes"])
-        queue_kb = int(config["queue.buffering.max.kbytes"])
-    except (KeyError, ValueError):  # librdkafka refuses a bad number in its own words
-        return
-    if queue_kb * 1024 < largest:
+    largest = int_setting(config.get("message.max.bytes"), None)
+    queue_kb = int_setting(config.get("queue.buffering.max.kbytes"), None)
+    if largest is not None and queue_kb is not None and queue_kb * 1024 < largest:
         raise ConfigurationError(
             "kafka.queue.buffering.max.kbytes",
             str(queue_kb),
             f"room for the largest record kafka.message.max.bytes lets through ({largest} "
-            f"bytes): at least {-(-largest // 1024)}",
+            f"bytes): at least {kbytes(largest)}",
             "A record larger than the producer's whole queue could never be sent: raise the "
             "queue bound (kafka.buffer.memory in the Java client's terms), or lower "
             "kafka.message.max.bytes (kafka.max.request.size).",

@@ -247,9 +247,7 @@ def parse_source_options(raw: Mapping[str, str], *, streaming: bool | None) -> S
             kafka["group.id"],
             kafka["group.id"],
         )
-    if starting.kind == "committed" and not (
-        opts.get("commitOffsetsToGroup") or kafka.get("group.id")
-    ):
+    if starting.kind == "committed" and commits.group is None:
         raise ConfigurationError(
             "startingOffsets",
             "committed",
@@ -323,7 +321,7 @@ def _commit_group(opts: OptionReader) -> str | None:
             "a consumer group id",
             "Remove the option, or set 'commitOffsets' to 'false' to switch commits off.",
         )
-    return named or None
+    return named
 
 
 def _attempts(opts: OptionReader) -> int:

@@ -43,8 +43,8 @@ from kafka_direct.consumer.rows import (
     TIMESTAMP_US,
 )
 from kafka_direct.kafka.events import ClientEvents
+from kafka_direct.kafka.logs import client_scrubber
 from kafka_direct.kafka.translate import kafka_errors
-from kafka_direct.redaction import config_scrubber
 
 __all__ = [
     "DISABLE_ENV",
@@ -130,9 +130,7 @@ class NativeConsumer:
             raise RuntimeError(f"The fast path is not available: {_extension.reason}")
         self._events = events
         # The client's secret values, out of its log lines and error events (None: it has none).
-        self._scrub = config_scrubber(config) or None
-        if events is not None and self._scrub is not None:
-            events.scrub_with(self._scrub)
+        self._scrub = client_scrubber(config, events)
         self._impl = module.Consumer(dict(config))
 
     def _drain_events(self) -> None:

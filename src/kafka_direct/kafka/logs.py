@@ -29,9 +29,9 @@ from collections.abc import Callable, Mapping
 from kafka_direct.config.oauth import oauth_callback
 from kafka_direct.kafka.events import ClientEvents
 from kafka_direct.logs import RepeatLimiter
-from kafka_direct.redaction import config_scrubber
+from kafka_direct.redaction import Scrubber, config_scrubber
 
-__all__ = ["LIBRDKAFKA_LOG", "ClientLog", "LibrdkafkaLog", "client_hooks"]
+__all__ = ["LIBRDKAFKA_LOG", "ClientLog", "LibrdkafkaLog", "client_hooks", "client_scrubber"]
 
 # syslog levels (librdkafka's) → logging levels.
 _LEVELS = {0: logging.CRITICAL, 1: logging.CRITICAL, 2: logging.CRITICAL, 3: logging.ERROR}
@@ -95,6 +95,18 @@ class ClientLog:
 LIBRDKAFKA_LOG = LibrdkafkaLog(logging.getLogger("kafka_direct.librdkafka"))
 
 
+def client_scrubber(
+    config: Mapping[str, str], events: ClientEvents | None = None
+) -> Scrubber | None:
+    """The scrubber of ``config``'s secret values, or None when it has none; ``events`` (the
+    client's error events) scrub with it too. For clients made without :func:`client_hooks`
+    (the C fast paths), which route their log lines themselves."""
+    scrub = config_scrubber(config) or None
+    if scrub is not None and events is not None:
+        events.scrub_with(scrub)
+    return scrub
+
+
 def client_hooks(
     error_cb: object | None = None, config: Mapping[str, str] | None = None
 ) -> dict[str, object]:
@@ -103,12 +115,14 @@ def client_hooks(
     the ``oauth_cb`` of the token function that the client's ``config`` names, if it names one
     (the ``oauthProvider`` option, :mod:`kafka_direct.config.oauth`). Without ``config`` nothing
     can be scrubbed from the client's lines and events: pass it wherever the client has one."""
-    scrub = config_scrubber(config) if config is not None else None
+    scrub = (
+        client_scrubber(config, error_cb if isinstance(error_cb, ClientEvents) else None)
+        if config is not None
+        else None
+    )
     hooks: dict[str, object] = {"logger": ClientLog(scrub) if scrub else LIBRDKAFKA_LOG}
     if error_cb is not None:
         hooks["error_cb"] = error_cb
-        if scrub and isinstance(error_cb, ClientEvents):
-            error_cb.scrub_with(scrub)
     oauth_cb = oauth_callback(config) if config is not None else None
     if oauth_cb is not None:
         hooks["oauth_cb"] = oauth_cb

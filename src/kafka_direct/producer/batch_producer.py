@@ -37,6 +37,7 @@ from typing import Any, Protocol, TypeVar
 import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from kafka_direct.config.clients import DEFAULT_MESSAGE_MAX_BYTES
 from kafka_direct.errors import (
     ConfigurationError,
     DeliveryError,
@@ -188,9 +189,10 @@ def refused_error(exc: BaseException, topic: str, partition: int) -> KafkaClient
             # sending: say which limit, and how to raise it.
             return KafkaClientError(
                 f"Writing to Kafka failed: a record for {where} is larger than the producer's "
-                "kafka.message.max.bytes allows (1048576 bytes unless set, as the Java "
-                "producer's max.request.size). To write it, raise kafka.message.max.bytes "
-                "(or kafka.max.request.size), and the topic's max.message.bytes on the brokers.",
+                f"kafka.message.max.bytes allows ({DEFAULT_MESSAGE_MAX_BYTES} bytes unless set, "
+                "as the Java producer's max.request.size). To write it, raise "
+                "kafka.message.max.bytes (or kafka.max.request.size), and the topic's "
+                "max.message.bytes on the brokers.",
                 code="MSG_SIZE_TOO_LARGE",
             )
         return translate(exc, f"Writing to Kafka failed: a record for {where} was refused")
@@ -557,11 +559,12 @@ def _headers(row_headers: list[Any], row: int, topic: str) -> list[tuple[Any, An
     """A row's headers for ``produce``; a null entry or key is refused, as the C path does."""
     pairs = []
     for h in row_headers:
+        if h is None:
+            raise bad_header_error(row, topic, "a null header")
         # By position, as Spark reads the struct: its fields may be named in any case
         # (Key, VALUE), which Spark's type check accepts.
-        key, value = (None, None) if h is None else tuple(h.values())
-        if h is None or key is None:
-            what = "a null header" if h is None else "a header with a null key"
-            raise bad_header_error(row, topic, what)
+        key, value = h.values()
+        if key is None:
+            raise bad_header_error(row, topic, "a header with a null key")
         pairs.append((key, value))
     return pairs

@@ -100,14 +100,14 @@ def plan_columns(fields: Sequence[tuple[str, str]], topic: str | None) -> SinkCo
     missing value, an ambiguous name, or a type the sink cannot write, naming the column, its
     type and the types allowed. ``topic`` is the ``topic`` option, or None."""
     names = tuple(name for name, _ in fields)
-    found: dict[str, tuple[int, str, str]] = {}  # role → (position, name as given, type)
+    found: dict[str, tuple[int, str]] = {}  # role (the column's exact name) → (position, type)
     ignored: list[str] = []
     for position, (name, kind) in enumerate(fields):
         if name not in ALLOWED_TYPES or name in found:
             # A second column of the same name: Spark takes the first one it finds.
             ignored.append(name)
             continue
-        found[name] = (position, name, _normalise(kind))
+        found[name] = (position, _normalise(kind))
     if "value" not in found:
         raise SinkColumnError(
             "value",
@@ -118,7 +118,7 @@ def plan_columns(fields: Sequence[tuple[str, str]], topic: str | None) -> SinkCo
             + "Select or alias one, e.g. df.select(to_json(struct('*')).alias('value')).",
         )
     overridden = topic is not None and "topic" in found
-    for role, (_, name, kind) in found.items():
+    for role, (_, kind) in found.items():
         if role == "topic" and overridden:
             continue  # the option wins, and Spark does not look at the column then
         allowed = ALLOWED_TYPES[role]
@@ -126,7 +126,7 @@ def plan_columns(fields: Sequence[tuple[str, str]], topic: str | None) -> SinkCo
             raise SinkColumnError(
                 role,
                 kind,
-                f"Column '{name}' has type {kind}; the Kafka sink writes its '{role}' column "
+                f"Column '{role}' has type {kind}; the Kafka sink writes its '{role}' column "
                 f"from {' or '.join(allowed)}.",
                 _FIXES[role],
             )
@@ -146,9 +146,9 @@ def plan_columns(fields: Sequence[tuple[str, str]], topic: str | None) -> SinkCo
     return SinkColumns(
         names=names,
         value=found["value"][0],
-        value_is_string=found["value"][2] == "string",
+        value_is_string=found["value"][1] == "string",
         key=at("key"),
-        key_is_string="key" in found and found["key"][2] == "string",
+        key_is_string="key" in found and found["key"][1] == "string",
         headers=at("headers"),
         topic_column=None if overridden else at("topic"),
         partition=at("partition"),

@@ -43,6 +43,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from kafka_direct._native.loader import DISABLE_ENV, NativeExtension, route_log_lines
 from kafka_direct.kafka.events import ClientEvents
+from kafka_direct.kafka.logs import client_scrubber
 from kafka_direct.kafka.translate import kafka_errors
 from kafka_direct.producer.batch_producer import (
     CHUNK,
@@ -57,7 +58,6 @@ from kafka_direct.producer.batch_producer import (
     refused_error,
 )
 from kafka_direct.producer.columns import SinkColumns
-from kafka_direct.redaction import config_scrubber
 
 __all__ = ["DISABLE_ENV", "NativeBatchProducer", "available", "new_batch_producer", "status"]
 
@@ -156,9 +156,7 @@ class NativeBatchProducer:
         self._latch = FatalLatch(producer_access(config))
         self._events = ClientEvents("The Kafka producer")
         # The client's secret values, out of its log lines and error events (None: it has none).
-        self._scrub = config_scrubber(config) or None
-        if self._scrub is not None:
-            self._events.scrub_with(self._scrub)
+        self._scrub = client_scrubber(config, self._events)
         with kafka_errors("Creating the Kafka producer on the executor"):
             self._impl = module.Producer(dict(config))
 
