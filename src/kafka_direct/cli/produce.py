@@ -25,7 +25,7 @@ import random
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, TextIO
 
@@ -126,8 +126,9 @@ class Deliveries:
         )
 
 
-def _producer_config(args: argparse.Namespace, events: Any) -> dict[str, Any]:
-    settings = client_config(args)
+def _producer_config(
+    settings: Mapping[str, str], args: argparse.Namespace, events: Any
+) -> dict[str, Any]:
     return {
         **settings,
         "linger.ms": "20",
@@ -146,7 +147,7 @@ def _producer_config(args: argparse.Namespace, events: Any) -> dict[str, Any]:
 
 
 def _partition_count(
-    producer: Any, args: argparse.Namespace, events: Any
+    producer: Any, settings: Mapping[str, str], args: argparse.Namespace, events: Any
 ) -> tuple[int | None, str | None]:
     """The topic's partition count, creating the topic first if ``--partitions`` asks.
 
@@ -179,7 +180,6 @@ def _partition_count(
     if args.partitions and topic not in known:
         # The admin client connects as the producer does: a secured cluster needs the
         # --command-config settings (SASL, TLS) for CreateTopics too.
-        settings = client_config(args)
         try:
             create_topic(
                 bootstrap, topic, partitions=args.partitions, timeout_s=args.timeout,
@@ -337,9 +337,11 @@ def _produce(
 
     began = time.monotonic()
     events = ClientEvents("The Kafka producer")
+    # --command-config read and judged once, for the producer and the admin client.
+    settings = client_config(args)
     with kafka_errors("Creating the Kafka producer"):
-        producer = (producer_factory or Producer)(_producer_config(args, events))
-    partitions, topic_problem = _partition_count(producer, args, events)
+        producer = (producer_factory or Producer)(_producer_config(settings, args, events))
+    partitions, topic_problem = _partition_count(producer, settings, args, events)
     run = _Run(producer, args, err, began)
     try:
         remaining = run.produce_all(partitions)

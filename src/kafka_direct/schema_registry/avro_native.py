@@ -77,10 +77,10 @@ REASONS = {
     8: "null for a field the reader schema does not allow to be null",
     9: "a decimal of no bytes, or with more digits than its precision",
     10: "an int outside 32 bits, or a timestamp outside 64-bit microseconds",
-    11: "the record alone decodes to more than 2 GiB in one Arrow array (32-bit offsets)",
+    TOO_LARGE: "the record alone decodes to more than 2 GiB in one Arrow array (32-bit offsets)",
     14: "an array or map block with more items than bytes left",
-    17: "a schema id the Schema Registry could not give",
-    18: "more array or map items in all than the record's size allows",
+    NO_SCHEMA: "a schema id the Schema Registry could not give",
+    ITEMS: "more array or map items in all than the record's size allows",
 }
 #: The largest offset in an Arrow array of the C decoder's: Arrow's binary, string, list and
 #: map arrays have 32-bit offsets. Only tests lower it, to reach it without gigabytes.

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from kafka_direct.errors import ConfigurationError
-from kafka_direct.redaction import REDACTED, is_secret
+from kafka_direct.redaction import REDACTED
 
 __all__ = [
     "DEFAULT_TIMEOUT_MS",
@@ -126,7 +126,7 @@ def _check_known(options: Mapping[str, str], allowed: tuple[str, ...], function:
         close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.8)
         raise ConfigurationError(
             key,
-            REDACTED if is_secret(key) else _UNKNOWN,
+            _UNKNOWN,  # and ConfigurationError shows a secret key's value as REDACTED anyway
             f"one of the {function} options: {', '.join(allowed)}",
             f"Did you mean '{close[0]}'?"
             if close
