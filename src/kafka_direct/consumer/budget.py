@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["consume_within", "next_chunk"]
+__all__ = ["consume_within", "header_bytes", "next_chunk"]
 
 #: A chunk never asks for more records than this: as in C, a bound on one call's list.
 MAX_CHUNK = 100_000
@@ -42,6 +42,14 @@ def next_chunk(
     return max(1, min(want, fits, MAX_CHUNK))
 
 
+def header_bytes(headers: Sequence[tuple[str, bytes | None]] | None) -> int:
+    """The bytes a record's headers add to a batch: each name's and each value's length (the
+    name's UTF-8 bytes as C counts them, near enough for a budget: its length in characters)."""
+    if not headers:
+        return 0
+    return sum(len(name) + (len(value) if value is not None else 0) for name, value in headers)
+
+
 def consume_within(
     consume: Callable[[int, float], Sequence[Any]],
     n: int,
@@ -49,10 +57,12 @@ def consume_within(
     max_bytes: int,
     mean_hint: float | None = None,
     clock: Callable[[], float] = time.monotonic,
+    headers: bool = False,
 ) -> list[Any]:
     """Up to ``n`` messages from ``consume(num, timeout)``, stopping once they hold ``max_bytes``
-    of keys and values, at an event, or at ``timeout_s`` (module docstring; ``mean_hint``: see
-    :func:`next_chunk`)."""
+    of keys and values (and, with ``headers``, the headers' names and values, which the read
+    carries into its batch as the C path counts them), at an event, or at ``timeout_s`` (module
+    docstring; ``mean_hint``: see :func:`next_chunk`)."""
     deadline = clock() + timeout_s
     taken: list[Any] = []
     size = 0
@@ -71,5 +81,7 @@ def consume_within(
         if any(map(cls.error, got)):
             return taken
         size += sum(map(len, got)) + sum(map(len, filter(None, map(cls.key, got))))
+        if headers:
+            size += sum(map(header_bytes, map(cls.headers, got)))
         if wait == 0.0 and len(got) < chunk:
             return taken

@@ -127,7 +127,9 @@ class PartitionConsumer(TaskConsumer):
         batch = None
         with _GcPaused():
             with kafka_errors(f"Consuming {rng}"):
-                msgs = consume_within(consumer.consume, n, slice_s, max_bytes, self.record_bytes)
+                msgs = consume_within(
+                    consumer.consume, n, slice_s, max_bytes, self.record_bytes, headers=headers
+                )
             if not msgs:
                 return Taken(Outcome.NOTHING, None, nxt)
             data, eof = _split_events(msgs, rng, self.access_to([rng.topic]))

@@ -369,7 +369,9 @@ def _take_python(
     consumer = pc.python_client
     with _GcPaused():
         with kafka_errors(what):
-            msgs = consume_within(consumer.consume, n, slice_s, max_bytes, pc.record_bytes)
+            msgs = consume_within(
+                consumer.consume, n, slice_s, max_bytes, pc.record_bytes, headers=headers
+            )
         if not msgs:
             return None
         rows: dict[int, list[Any]] = {}

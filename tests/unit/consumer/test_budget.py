@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from kafka_direct.consumer.budget import MAX_CHUNK, consume_within, next_chunk
+from kafka_direct.consumer.budget import MAX_CHUNK, consume_within, header_bytes, next_chunk
 
 MB = 1024 * 1024
 
@@ -37,8 +37,14 @@ def test_next_chunk(
 class Msg:
     """A message as confluent-kafka's: len() is the value's length."""
 
-    def __init__(self, size: int, key: bytes | None = None, error: Any = None) -> None:
-        self.size, self._key, self._error = size, key, error
+    def __init__(
+        self,
+        size: int,
+        key: bytes | None = None,
+        error: Any = None,
+        headers: list[tuple[str, bytes | None]] | None = None,
+    ) -> None:
+        self.size, self._key, self._error, self._headers = size, key, error, headers
 
     def __len__(self) -> int:
         return self.size
@@ -48,6 +54,9 @@ class Msg:
 
     def error(self) -> Any:
         return self._error
+
+    def headers(self) -> list[tuple[str, bytes | None]] | None:
+        return self._headers
 
 
 class Queue:
@@ -82,6 +91,29 @@ def test_keys_count_towards_the_budget() -> None:
     queue = Queue([Msg(0, key=b"k" * MB) for _ in range(40)])
     got = consume_within(queue.consume, 1000, 1.0, 8 * MB)
     assert 8 <= len(got) <= 9
+
+
+def test_headers_count_towards_the_budget_when_the_read_carries_them() -> None:
+    def queue() -> Queue:
+        return Queue([Msg(10, headers=[("h", b"v" * MB), ("n", None)]) for _ in range(40)])
+
+    got = consume_within(queue().consume, 1000, 1.0, 8 * MB, headers=True)
+    assert 8 <= len(got) <= 9
+    # A read without headers leaves them out of its batch, and out of its budget.
+    assert len(consume_within(queue().consume, 1000, 1.0, 8 * MB)) == 40
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        pytest.param(None, 0, id="none"),
+        pytest.param([], 0, id="empty"),
+        pytest.param([("abc", b"12345")], 8, id="name and value"),
+        pytest.param([("abc", None), ("d", b"")], 4, id="null and empty values"),
+    ],
+)
+def test_header_bytes(headers: list[tuple[str, bytes | None]] | None, expected: int) -> None:
+    assert header_bytes(headers) == expected
 
 
 def test_small_records_come_in_few_calls() -> None:

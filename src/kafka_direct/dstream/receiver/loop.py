@@ -170,7 +170,12 @@ class Receiver(BaseReceiver):
         # (the first record of a block comes whatever its size).
         room = max(self.cutter.max_bytes - self.block.size, 1)
         messages = consume_within(
-            self._consume, allowed, min(0.1, timeout), room, self._record_bytes
+            self._consume,
+            allowed,
+            min(0.1, timeout),
+            room,
+            self._record_bytes,
+            headers=self.spec.config.include_headers,
         )
         if messages:
             self._record_bytes = self.block.mean_record_bytes() or self._record_bytes
