@@ -4,6 +4,9 @@
 Schemas are immutable once registered, so a schema fetched by id is cached for the life of the
 Python worker: the registry is asked once per id per worker, never per record. Spark reuses
 Python workers between tasks (``spark.python.worker.reuse``), so the cache outlives a task.
+An id the registry does not have is remembered for :data:`MISSING_ID_TTL_S`: records written
+with a deleted schema, or read against the wrong registry, then cost one request per id per
+worker in that time, not one per record (PERMISSIVE mode reads on past them).
 
 Plain ``urllib`` keeps the dependency list short; every request has a timeout, and every error
 is mapped here, once, to :mod:`kafka_direct.schema_registry.errors` without credentials.
@@ -15,6 +18,7 @@ import base64
 import json
 import ssl
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -27,6 +31,7 @@ from kafka_direct.schema_registry.errors import SchemaNotFoundError, SchemaRegis
 from kafka_direct.schema_registry.options import RegistryAuth, RegistryOptions
 
 __all__ = [
+    "MISSING_ID_TTL_S",
     "RegisteredSchema",
     "RegistryClient",
     "SchemaReference",
@@ -46,6 +51,10 @@ _KEY_PASSWORD = _PREFIX + "ssl.key.password"
 
 _cache_lock = threading.Lock()
 _schemas_by_id: dict[tuple[str, int], RegisteredSchema] = {}
+#: How long an id the registry answered "not found" for is taken as still missing. Short, as
+#: a registry restored from a backup or filled by a migration may gain it.
+MISSING_ID_TTL_S = 30.0
+_missing_by_id: dict[tuple[str, int], tuple[float, str]] = {}
 
 
 @dataclass(frozen=True)
@@ -80,6 +89,7 @@ def clear_cache() -> None:
     """Forget every cached schema (for tests)."""
     with _cache_lock:
         _schemas_by_id.clear()
+        _missing_by_id.clear()
 
 
 def cached_schema(url: str, schema_id: int) -> RegisteredSchema | None:
@@ -248,13 +258,22 @@ class RegistryClient:
     def schema_by_id(self, schema_id: int) -> RegisteredSchema:
         """The schema with this id, from the worker's cache or (once) from the registry."""
         key = (self.options.url, schema_id)
+        now = time.monotonic()
         with _cache_lock:
             found = _schemas_by_id.get(key)
+            missing = _missing_by_id.get(key)
         if found is not None:
             return found
-        answer = self.request(
-            "GET", f"/schemas/ids/{schema_id}", what=f"schema with id {schema_id}"
-        )
+        if missing is not None and now < missing[0]:
+            raise SchemaNotFoundError(missing[1])
+        try:
+            answer = self.request(
+                "GET", f"/schemas/ids/{schema_id}", what=f"schema with id {schema_id}"
+            )
+        except SchemaNotFoundError as exc:
+            with _cache_lock:
+                _missing_by_id[key] = (now + MISSING_ID_TTL_S, str(exc))
+            raise
         schema = RegisteredSchema(
             schema_id,
             str(answer["schema"]),
