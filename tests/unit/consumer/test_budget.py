@@ -103,6 +103,16 @@ def test_headers_count_towards_the_budget_when_the_read_carries_them() -> None:
     assert len(consume_within(queue().consume, 1000, 1.0, 8 * MB)) == 40
 
 
+def test_a_header_confluent_kafka_cannot_give_ends_the_read_for_the_rows_to_name() -> None:
+    class BadKey(Msg):
+        def headers(self) -> list[tuple[str, bytes | None]] | None:
+            raise SystemError("<built-in method headers> returned a result with an exception set")
+
+    queue = Queue([BadKey(10), *[Msg(10) for _ in range(5)]])
+    got = consume_within(queue.consume, 100, 1.0, 16 * MB, headers=True)
+    assert len(got) == 1 and isinstance(got[0], BadKey)
+
+
 @pytest.mark.parametrize(
     ("headers", "expected"),
     [

@@ -41,6 +41,7 @@ from tests.unit.fakes import (
     FakeClock,
     FakeConsumer,
     FakeLog,
+    FakeMessage,
     data,
     default_key,
     default_ts,
@@ -843,3 +844,23 @@ def test_eof_consumed_with_a_complete_range_is_remembered_by_the_pooled_consumer
     assert offsets(read(pc, 0, 7)) == [0, 1, 2, 4, 5, 6]
     assert offsets(read(pc, 7, 8)) == []  # the final marker alone: no wait, no timeout
     assert sum(fake.waits) < POLL_MS / 1000
+
+
+def test_a_header_key_that_is_not_utf8_fails_naming_the_record_not_with_a_system_error(
+    kafka: Callable[..., FakeConsumer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # confluent-kafka's Message.headers() raises SystemError on such a key; the byte budget
+    # (which counts headers) and the rows' builder both meet it, and only the rows name it.
+    plain = FakeMessage.headers
+
+    def headers(message: FakeMessage) -> Any:
+        if message.offset() == 3:
+            raise SystemError("<built-in method headers> returned a result with an exception set")
+        return plain(message)
+
+    monkeypatch.setattr(FakeMessage, "headers", headers)
+    fake = kafka(FakeLog([data(o) for o in range(6)]))
+    batches, exc = drain(fetch_gen(fake, 0, 6, include_headers=True))
+    assert isinstance(exc, KafkaClientError), repr(exc)
+    assert "offset 3" in str(exc) and "fastPath.enabled" in str(exc)
+    assert offsets(batches) == []  # the batch that holds it is not yielded in part
