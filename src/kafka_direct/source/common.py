@@ -28,6 +28,7 @@ from kafka_direct.source import loss_journal
 from kafka_direct.source.value_decode import ValueDecode
 
 __all__ = [
+    "STREAM_PACKING_PARALLELISM",
     "KafkaInputPartition",
     "check_cluster",
     "input_partitions",
@@ -80,26 +81,45 @@ class KafkaInputPartition(InputPartition):
         return f"KafkaInputPartition({shown}{more})"
 
 
+#: How many tasks a stream's packing takes to run at once when ``minPartitions`` does not say:
+#: a constant, never the planning machine's cores. A micro-batch replayed after a restart must
+#: be split into the same tasks as when it first ran, or the exactly-once sink, which matches a
+#: replayed task to what its first attempt committed, would write again the rows that another
+#: task had committed; the restarted driver may run on a machine with other cores.
+STREAM_PACKING_PARALLELISM = 2
+
+
 def input_partitions(
     opts: SourceOptions,
     ranges: Sequence[OffsetRange],
     log_starts: Mapping[TopicPartition, int] | None = None,
+    *,
+    stream: bool = False,
 ) -> list[KafkaInputPartition]:
     """The Spark tasks that read ``ranges``: small ranges packed together, up to
     ``maxRecordsPerTask`` (see :mod:`kafka_direct.planning.packing`)."""
-    tasks = pack_ranges(ranges, packing_settings(opts))
+    tasks = pack_ranges(ranges, packing_settings(opts, stream=stream))
     return [KafkaInputPartition(task, log_starts) for task in tasks]
 
 
-def packing_settings(opts: SourceOptions) -> PackingSettings:
-    """Packing as the options ask. How many tasks run at once is ``minPartitions`` when set,
-    else the cores of the machine that plans (the driver): a Python data source cannot ask
-    Spark for its default parallelism, and on a local session the driver's cores are it. On a
-    cluster with more executor cores, ``minPartitions`` says how many (it also sets the fewest
-    tasks)."""
+def packing_settings(
+    opts: SourceOptions, *, stream: bool = False, cpu_count: int | None = None
+) -> PackingSettings:
+    """Packing as the options ask. How many tasks run at once is ``minPartitions`` when set.
+    Else, for a batch read, the cores of the machine that plans (the driver): a Python data
+    source cannot ask Spark for its default parallelism, and on a local session the driver's
+    cores are it. For a stream, :data:`STREAM_PACKING_PARALLELISM`: its plan must not depend
+    on the machine (see there). On a cluster, ``minPartitions`` says how many (it also sets
+    the fewest tasks), or a lower ``maxRecordsPerTask`` spreads large micro-batches."""
+    if opts.splits.min_partitions:
+        parallelism = opts.splits.min_partitions
+    elif stream:
+        parallelism = STREAM_PACKING_PARALLELISM
+    else:
+        parallelism = (os.cpu_count() if cpu_count is None else cpu_count) or 1
     return PackingSettings(
         max_records_per_task=opts.splits.max_records_per_task,
-        parallelism=opts.splits.min_partitions or os.cpu_count() or 1,
+        parallelism=parallelism,
         min_tasks=opts.splits.min_partitions,
         max_records_per_partition=opts.splits.max_records_per_partition,
     )

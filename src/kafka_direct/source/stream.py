@@ -166,7 +166,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         ranges = self.planner.plan_ranges(
             offsets_from_json(start, "start offset"), offsets_from_json(end, "end offset")
         )
-        tasks = input_partitions(self.opts, ranges, self.planner.log_starts)
+        tasks = input_partitions(self.opts, ranges, self.planner.log_starts, stream=True)
         log.info(
             "Micro-batch of %d range(s) in %d task(s): %s",
             len(ranges),
