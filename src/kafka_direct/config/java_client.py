@@ -48,6 +48,21 @@ RENAMED: dict[str, tuple[str, Callable[[str], str]]] = {
     "buffer.memory": ("queue.buffering.max.kbytes", _bytes_to_kbytes),
 }
 
+_TOKEN_REFRESH = (
+    "it schedules the Java login's token refresh; librdkafka refreshes a token at 80% of its "
+    "lifetime"
+)
+_TICKET_RENEWAL = (
+    "it schedules the JVM's Kerberos ticket renewal; librdkafka runs its kinit command again "
+    "every kafka.sasl.kerberos.min.time.before.relogin"
+)
+_TOKEN_REQUESTS = (
+    "it tunes the Java OIDC login's requests to the token endpoint; librdkafka's have their own "
+    "timeouts and retries"
+)
+_TOKEN_CHECK = "it tunes how a token is validated, which is the broker's work"
+_JVM_TLS = "it chooses the JVM's TLS implementation; librdkafka's TLS is OpenSSL's"
+
 #: Java-only settings that change nothing kafka_direct reads or writes, and why.
 DROPPED: dict[str, str] = {
     "max.block.ms": "it bounds how long the Java producer's send() blocks; a task's wait for "
@@ -64,6 +79,31 @@ DROPPED: dict[str, str] = {
     "partitioner.adaptive.partitioning.enable": "it only moves records without a key, which "
     "librdkafka spreads with its sticky partitioner (sticky.partitioning.linger.ms)",
     "partitioner.availability.timeout.ms": "it only moves records without a key",
+    # Sign-in tuning of the Java client's own login code; librdkafka schedules its own.
+    "sasl.login.refresh.window.factor": _TOKEN_REFRESH,
+    "sasl.login.refresh.window.jitter": _TOKEN_REFRESH,
+    "sasl.login.refresh.min.period.seconds": _TOKEN_REFRESH,
+    "sasl.login.refresh.buffer.seconds": _TOKEN_REFRESH,
+    "sasl.kerberos.ticket.renew.window.factor": _TICKET_RENEWAL,
+    "sasl.kerberos.ticket.renew.jitter": _TICKET_RENEWAL,
+    "sasl.login.connect.timeout.ms": _TOKEN_REQUESTS,
+    "sasl.login.read.timeout.ms": _TOKEN_REQUESTS,
+    "sasl.login.retry.backoff.ms": _TOKEN_REQUESTS,
+    "sasl.login.retry.backoff.max.ms": _TOKEN_REQUESTS,
+    # How a broker validates tokens: the Java client's own check of its token reads a few.
+    "sasl.oauthbearer.scope.claim.name": _TOKEN_CHECK,
+    "sasl.oauthbearer.clock.skew.seconds": _TOKEN_CHECK,
+    "sasl.oauthbearer.expected.audience": _TOKEN_CHECK,
+    "sasl.oauthbearer.expected.issuer": _TOKEN_CHECK,
+    "sasl.oauthbearer.jwks.endpoint.url": _TOKEN_CHECK,
+    "sasl.oauthbearer.jwks.endpoint.refresh.ms": _TOKEN_CHECK,
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms": _TOKEN_CHECK,
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms": _TOKEN_CHECK,
+    # The JVM's TLS machinery; librdkafka's TLS is OpenSSL's, which verifies as PKIX does.
+    "ssl.keymanager.algorithm": _JVM_TLS,
+    "ssl.trustmanager.algorithm": _JVM_TLS,
+    "ssl.secure.random.implementation": _JVM_TLS,
+    "ssl.provider": _JVM_TLS,
 }
 
 #: Kafka's default partitioner: what the sink does already (murmur2 of the key).

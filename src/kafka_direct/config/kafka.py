@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from kafka_direct.config.jaas import java_code
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.offsets import TopicPartition
 from kafka_direct.redaction import REDACTED, is_secret, redact
@@ -27,32 +28,16 @@ __all__ = [
 ]
 
 
-_SASL_INSTEAD = (
-    "librdkafka has no JAAS. Instead set, for PLAIN or SCRAM: {p}sasl.mechanism "
-    "('PLAIN', 'SCRAM-SHA-256' or 'SCRAM-SHA-512'), {p}sasl.username and {p}sasl.password, with "
-    "{p}security.protocol 'SASL_SSL' (or 'SASL_PLAINTEXT'); for OAUTHBEARER: {p}sasl.mechanism "
-    "'OAUTHBEARER', {p}sasl.oauthbearer.method 'oidc', {p}sasl.oauthbearer.client.id, "
-    "{p}sasl.oauthbearer.client.secret and {p}sasl.oauthbearer.token.endpoint.url; for Kerberos "
-    "(GSSAPI): {p}sasl.kerberos.principal and {p}sasl.kerberos.keytab."
-)
-
 #: Java client settings librdkafka does not have, and what to set instead. A job's JAAS line,
-#: stores and Kafka's OIDC handler are translated before this is asked
+#: stores, TLS versions and callback handlers are translated or judged before this is asked
 #: (:mod:`~kafka_direct.config.security`): what is left here has no translation.
-_CLOUD_TOKENS = (
-    " For a cloud's tokens (Amazon MSK IAM, Microsoft Entra), name a Python function that "
-    "returns them with the option 'oauthProvider' (docs/security.md, Cloud tokens)."
-)
 JVM_ONLY_KAFKA_KEYS = {
-    "sasl.login.callback.handler.class": (
-        "It names Java code librdkafka cannot run (only Kafka's own OIDC handler, "
-        "OAuthBearerLoginCallbackHandler, is translated). " + _SASL_INSTEAD + _CLOUD_TOKENS
+    "sasl.login.callback.handler.class": java_code("", "It", "{p}"),
+    "sasl.client.callback.handler.class": java_code("", "It", "{p}"),
+    "ssl.engine.factory.class": (
+        "It names Java code (an SSLEngine factory) librdkafka cannot run: remove it; "
+        "librdkafka's TLS is OpenSSL's, set with the {p}ssl.* settings."
     ),
-    "sasl.client.callback.handler.class": "It names Java code librdkafka cannot run. "
-    + _SASL_INSTEAD
-    + _CLOUD_TOKENS,
-    "ssl.truststore.password": "Set it with {p}ssl.truststore.location, the store it opens.",
-    "ssl.truststore.type": "Set it with {p}ssl.truststore.location, the store it describes.",
 }
 
 

@@ -1,6 +1,12 @@
-"""Cloud tokens: the ``oauthProvider`` option, a Python function that gives OAUTHBEARER tokens.
-Plain library (no Spark, no Kafka client): runs where options are parsed (the driver) and
-where clients are created (the driver and executors).
+"""OAUTHBEARER: Kafka's login module as librdkafka's settings, and cloud tokens (the
+``oauthProvider`` option, a Python function that gives tokens). Plain library (no Spark, no
+Kafka client): runs where options are parsed (the driver) and where clients are created (the
+driver and executors).
+
+:func:`oauth_login` translates a Spark job's ``OAuthBearerLoginModule`` line: the options
+Kafka's OIDC login reads (``clientId``, ``clientSecret``, ``scope``, ``extension_*``, and the
+identity provider's ``ssl.*`` settings, handed to an injected function) become librdkafka's
+client-credentials flow; Kafka's unsecured-token options become librdkafka's unsecured JWT.
 
 Amazon MSK IAM, Microsoft Entra (Event Hubs) and other clouds sign in with tokens that only
 their SDKs can make; librdkafka asks for each token through confluent-kafka's ``oauth_cb``. A
@@ -22,16 +28,21 @@ from __future__ import annotations
 import base64
 import importlib
 import json
+import logging
 import math
 import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from kafka_direct.config.jaas import JaasEntry, login_mechanism, need
 from kafka_direct.errors import ConfigurationError
+from kafka_direct.redaction import REDACTED
 
-__all__ = ["MARKER", "OPTION", "TokenProvider", "check_token", "oauth_callback",
-           "provider_spec", "resolve", "with_provider"]  # fmt: skip
+__all__ = ["MARKER", "OPTION", "IdpTrust", "TokenProvider", "check_token", "oauth_callback",
+           "oauth_login", "provider_spec", "resolve", "with_provider"]  # fmt: skip
+
+log = logging.getLogger(__name__)
 
 #: The option (source, sink; ``kafkaParams`` key for the DStream API and the receiver stream).
 OPTION = "oauthProvider"
@@ -181,7 +192,7 @@ def with_provider(params: Mapping[str, str], spec: str, *, prefix: str = "kafka.
             f"'{option}' uses it to name the function; remove {prefix}sasl.oauthbearer.config.",
         )  # fmt: skip
     mechanism = params.get("sasl.mechanism") or params.get("sasl.mechanisms") or "OAUTHBEARER"
-    if mechanism.upper() != "OAUTHBEARER":
+    if mechanism.strip().upper() != "OAUTHBEARER":  # Java trims its settings' values
         raise ConfigurationError(
             prefix + "sasl.mechanism", mechanism, f"'OAUTHBEARER' with '{option}'",
             f"A token function signs in with SASL OAUTHBEARER; set {prefix}sasl.mechanism to "
@@ -220,3 +231,114 @@ def oauth_callback(config: Mapping[str, str]) -> Callable[[str], tuple[Any, ...]
         return check_token(resolve(spec)(), spec)
 
     return oauth_cb
+
+
+# -- Kafka's OAuthBearerLoginModule ---------------------------------------------------------------
+
+#: ``(the login module's ssl.* options, the option to name) -> https.ca.pem or None``: the
+#: identity provider's trust, as :mod:`kafka_direct.config.security` reads a truststore.
+IdpTrust = Callable[[Mapping[str, str], str], str | None]
+
+#: The login module's options that Kafka's OIDC login reads (besides ``extension_*`` and the
+#: identity provider's ``ssl.*``, Kafka's client TLS settings, read from the JAAS options).
+_OIDC_OPTIONS = ("clientId", "clientSecret", "scope")
+
+
+def oauth_login(
+    params: Mapping[str, str], entry: JaasEntry, prefix: str, idp_trust: IdpTrust
+) -> dict[str, str]:
+    """librdkafka's settings for ``OAuthBearerLoginModule``: the client-credentials flow
+    (``sasl.oauthbearer.method=oidc``), or an unsecured JWT for Kafka's unsecured options."""
+    option = prefix + "sasl.jaas.config"
+    out = {"sasl.mechanism": login_mechanism(params, ("OAUTHBEARER",), prefix, entry)}
+    sub = entry.options.get("unsecuredLoginStringClaim_sub")
+    if sub:
+        # Kafka's unsecured tokens (tests and development only), as librdkafka makes them.
+        out["enable.sasl.oauthbearer.unsecure.jwt"] = "true"
+        out["sasl.oauthbearer.config"] = _unsecured_jwt(entry, prefix)
+        return out
+    endpoint = params.get("sasl.oauthbearer.token.endpoint.url")
+    if not endpoint:
+        raise ConfigurationError(
+            prefix + "sasl.oauthbearer.token.endpoint.url",
+            None,
+            "the token endpoint of the client-credentials flow",
+            "OAuthBearerLoginModule with clientId and clientSecret gets its tokens there, as "
+            "in the Java client.",
+        )
+    # Kafka's OIDC login trims these (JaasOptionsUtils.validateString).
+    out.update(
+        {
+            "sasl.oauthbearer.method": "oidc",
+            "sasl.oauthbearer.client.id": need(entry, "clientId", prefix).strip(),
+            "sasl.oauthbearer.client.secret": need(entry, "clientSecret", prefix).strip(),
+        }
+    )
+    if entry.options.get("scope", "").strip():
+        out["sasl.oauthbearer.scope"] = entry.options["scope"].strip()
+    extensions = {k[len("extension_") :]: v for k, v in entry.options.items()
+                  if k.startswith("extension_")}  # fmt: skip
+    if extensions:
+        out["sasl.oauthbearer.extensions"] = ",".join(f"{k}={v}" for k, v in extensions.items())
+    tls = {k: v for k, v in entry.options.items() if k.startswith("ssl.")}
+    if tls and endpoint.strip().lower().startswith("https:"):
+        # Kafka's OIDC login builds the token request's TLS from these (JaasOptionsUtils).
+        ca = idp_trust(tls, option)
+        if ca is not None:
+            out["https.ca.pem"] = ca
+    ignored = sorted(
+        k for k in entry.options
+        if k not in _OIDC_OPTIONS and not k.startswith(("extension_", "ssl.", "unsecuredLogin"))
+    )  # fmt: skip
+    if ignored:
+        log.warning(
+            "%s: the login module's option(s) %s are not read by Kafka's OIDC login: "
+            "ignored, as the Java client ignores them.",
+            option,
+            ", ".join(ignored),
+        )
+    return out
+
+
+#: Kafka's unsecured-token options and librdkafka's ``sasl.oauthbearer.config`` names for them.
+_UNSECURED = {
+    "unsecuredLoginStringClaim_sub": "principal",
+    "unsecuredLoginPrincipalClaimName": "principalClaimName",
+    "unsecuredLoginScopeClaimName": "scopeClaimName",
+    "unsecuredLoginLifetimeSeconds": "lifeSeconds",
+    "unsecuredLoginListClaim_scope": "scope",
+}
+
+
+def _unsecured_jwt(entry: JaasEntry, prefix: str) -> str:
+    """librdkafka's ``sasl.oauthbearer.config`` for Kafka's unsecured-token options:
+    ``principal=... [scope=a,b] [lifeSeconds=...] [extension_NAME=...]``, space-separated."""
+    parts: list[str] = []
+    for key, value in entry.options.items():
+        if key.startswith("unsecuredLoginExtension_"):
+            name = "extension_" + key[len("unsecuredLoginExtension_") :]
+        elif key in _UNSECURED:
+            name = _UNSECURED[key]
+            if key == "unsecuredLoginListClaim_scope" and value:
+                # Kafka's list claims begin with the character that separates their items.
+                value = ",".join(item for item in value[1:].split(value[0]) if item)
+        elif key.startswith("unsecuredLogin"):
+            raise ConfigurationError(
+                prefix + "sasl.jaas.config",
+                REDACTED,
+                "unsecured-token options librdkafka can make: "
+                + ", ".join([*_UNSECURED, "unsecuredLoginExtension_<name>"]),
+                f"librdkafka's unsecured tokens have no {key}; remove it.",
+            )
+        else:
+            continue
+        if not value or any(char.isspace() for char in value):
+            raise ConfigurationError(
+                prefix + "sasl.jaas.config",
+                REDACTED,
+                f"a value without spaces for {key}",
+                "librdkafka's sasl.oauthbearer.config separates its settings with spaces.",
+            )
+        parts.append(f"{name}={value}")
+    parts.sort(key=lambda part: not part.startswith("principal="))
+    return " ".join(parts)

@@ -13,13 +13,13 @@ import logging
 import re
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from confluent_kafka import KafkaError
 
 from kafka_direct.errors import KafkaClientError
 
-__all__ = ["SILENT", "ClientEvents", "reach_advice"]
+__all__ = ["SILENT", "ClientEvents", "hint", "reach_advice"]
 
 log = logging.getLogger(__name__)
 
@@ -47,34 +47,106 @@ _CONFIG_ERRORS = {
 }
 
 
-def _hint(name: str, text: str) -> str:
-    """What to check for one client event, naming the options involved."""
+_HOSTNAME_CHECK = "ssl.endpoint.identification.algorithm"
+#: The SASL failures whose cause is the client's mechanism or credentials.
+_AUTH_CODES = {"_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED", "ILLEGAL_SASL_STATE"}
+
+
+def _credentials(p: str, settings: Mapping[str, str] | None) -> str:
+    """Where the user's SASL username and password are, as they set them."""
+    if settings is not None and "sasl.jaas.config" in settings:
+        return f"'{p}sasl.mechanism' and the username and password in '{p}sasl.jaas.config'"
+    if settings is not None and "sasl.username" in settings:
+        return f"'{p}sasl.mechanism', '{p}sasl.username' and '{p}sasl.password'"
+    return (
+        f"'{p}security.protocol', '{p}sasl.mechanism' and the credentials: the username and "
+        f"password in '{p}sasl.jaas.config' (or '{p}sasl.username' and '{p}sasl.password')"
+    )
+
+
+def _oauth(p: str, settings: Mapping[str, str] | None) -> str:
+    """Where the user's OAUTHBEARER credentials are, as they set them."""
+    jaas = f"clientId, clientSecret and scope in '{p}sasl.jaas.config'"
+    native = f"'{p}sasl.oauthbearer.client.id', '.client.secret' and '.scope'"
+    endpoint = f"'{p}sasl.oauthbearer.token.endpoint.url'"
+    if settings is not None and "oauthProvider" in settings:
+        return "check the function of 'oauthProvider' and the credentials it uses"
+    if settings is not None and "sasl.jaas.config" in settings:
+        return f"check the OAUTHBEARER credentials: {jaas}, and {endpoint}"
+    if settings is not None and "sasl.oauthbearer.client.id" in settings:
+        return f"check the OAUTHBEARER credentials: {native}, and {endpoint}"
+    return (
+        f"check the OAUTHBEARER credentials: {jaas} (or {native}), {endpoint}, or the function "
+        "of 'oauthProvider'"
+    )
+
+
+def _untrusted(p: str, settings: Mapping[str, str] | None) -> str:
+    """Why a broker's certificate did not verify: its issuer, or its names. librdkafka's words
+    name its own ssl.ca.location whatever the user set."""
+    trusts = ("ssl.truststore.location", "ssl.truststore.certificates", "ssl.ca.location",
+              "ssl.ca.pem")  # fmt: skip
+    given = [k for k in trusts if settings and k in settings]
+    if given:
+        trust = f"the CA that signed it must be in '{p}{given[0]}'"
+    elif settings is not None:
+        trust = (
+            "no truststore is set, so only the system's CA certificates are trusted: set "
+            f"'{p}ssl.truststore.location' (and its password) to a store holding the CA that "
+            "signed it"
+        )
+    else:
+        trust = (
+            f"the CA that signed it must be in the truststore ('{p}ssl.truststore.location' or "
+            f"'{p}ssl.truststore.certificates'; without one, the system's CA certificates)"
+        )
+    hostname = ""
+    algorithm = (settings or {}).get(_HOSTNAME_CHECK)
+    if algorithm is None or algorithm.strip().lower() == "https":
+        hostname = (
+            ", and its names (subject alternative names) must include the host the client "
+            f"connects to (in '{p}bootstrap.servers' or the broker's advertised listener): the "
+            "host name is checked as in the Java client, and an empty "
+            f"'{p}ssl.endpoint.identification.algorithm' turns that check off"
+        )
+    return f"the broker's certificate was not accepted: {trust}{hostname}"
+
+
+def hint(name: str, text: str, *, prefix: str = "kafka.",
+         settings: Mapping[str, str] | None = None) -> str:  # fmt: skip
+    """What to check for one client event, naming the options involved as the user writes them
+    (``prefix``: ``kafka.`` for options, nothing for ``kafkaParams`` and properties files).
+    ``settings`` are the user's Kafka settings as given (names without the prefix, before any
+    translation), to name those they set; None when they are not known. No value of theirs is
+    ever quoted."""
+    p = prefix
     if name == "_RESOLVE":
-        return "check the host names in 'kafka.bootstrap.servers'"
+        return f"check the host names in '{p}bootstrap.servers'"
     if "Connection refused" in text:
         return (
             "nothing accepts connections there: check the host and port in "
-            "'kafka.bootstrap.servers' and that the broker is running"
+            f"'{p}bootstrap.servers' and that the broker is running"
         )
     if "Invalid response size" in text or name == "_BAD_MSG":
         return (
             "the address answered, but not as a Kafka broker; check the port in "
-            "'kafka.bootstrap.servers', or set 'kafka.security.protocol' if it expects TLS"
+            f"'{p}bootstrap.servers', or set '{p}security.protocol' if it expects TLS"
         )
     if "OAUTHBEARER" in text:
-        return (
-            "check the OAUTHBEARER credentials: clientId, clientSecret and scope in "
-            "'kafka.sasl.jaas.config' (or 'kafka.sasl.oauthbearer.client.id', '.client.secret' "
-            "and '.scope'), 'kafka.sasl.oauthbearer.token.endpoint.url', or the function of "
-            "'oauthProvider'"
-        )
-    if name in {"_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED", "ILLEGAL_SASL_STATE"}:
-        return (
-            "check 'kafka.security.protocol', 'kafka.sasl.mechanism', 'kafka.sasl.username' "
-            "and 'kafka.sasl.password'"
-        )
+        return _oauth(p, settings)
+    if name in _AUTH_CODES:
+        return f"check {_credentials(p, settings)}"
     if name == "_SSL":
-        return "check 'kafka.security.protocol' and the 'kafka.ssl.*' options"
+        if "certificate verify failed" in text:
+            return _untrusted(p, settings)
+        if "wrong version number" in text or "packet length too long" in text:
+            return f"the listener does not speak TLS there: check '{p}security.protocol'"
+        if "certificate required" in text:
+            return (
+                f"the broker wants a client certificate: set '{p}ssl.keystore.location' (or "
+                f"'{p}ssl.keystore.certificate.chain' and '{p}ssl.keystore.key')"
+            )
+        return f"check '{p}security.protocol' and the '{p}ssl.*' options"
     return ""
 
 
@@ -88,8 +160,23 @@ class ClientEvents:
     in whichever thread runs them.
     """
 
-    def __init__(self, client: str, keep: int = 8) -> None:
+    def __init__(
+        self,
+        client: str,
+        keep: int = 8,
+        *,
+        prefix: str = "kafka.",
+        settings: Mapping[str, str] | None = None,
+    ) -> None:
         self._client = client
+        # How the user writes the options, and which they set, for the hints (see hint()); of
+        # their values only the one the hints read is kept: the others may be secrets.
+        self._prefix = prefix
+        self._settings = (
+            {k: v if k == _HOSTNAME_CHECK else "" for k, v in settings.items()}
+            if settings is not None
+            else None
+        )
         self._events: deque[tuple[str, str]] = deque(maxlen=keep)
         self._lock = threading.Lock()
         self._count = 0
@@ -137,7 +224,7 @@ class ClientEvents:
             return None
         _, name, text, _ = recent[-1]
         return KafkaClientError(
-            f"{self._client}: {_with_hint(name, text)} ({name})", code=name, retriable=False
+            f"{self._client}: {self._with_hint(name, text)} ({name})", code=name, retriable=False
         )
 
     def unanswered(self) -> str:
@@ -160,7 +247,11 @@ class ClientEvents:
                 seen.append((name, text))
         if not seen and events:
             seen = [events[-1]]
-        return "; ".join(f"{_with_hint(name, text)} ({name})" for name, text in seen[:2])
+        return "; ".join(f"{self._with_hint(name, text)} ({name})" for name, text in seen[:2])
+
+    def _with_hint(self, name: str, text: str) -> str:
+        said = hint(name, text, prefix=self._prefix, settings=self._settings)
+        return f"{text}{_HINTED}{said}" if said else text
 
 
 def reach_advice(cause: str) -> str:
@@ -173,8 +264,3 @@ def reach_advice(cause: str) -> str:
 
 
 _HINTED = " -> "
-
-
-def _with_hint(name: str, text: str) -> str:
-    hint = _hint(name, text)
-    return f"{text}{_HINTED}{hint}" if hint else text

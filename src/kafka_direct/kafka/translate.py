@@ -111,6 +111,17 @@ def kafka_errors(context: str, *, access: Access | None = None) -> Iterator[None
 
 # librdkafka's wording when it refuses a setting at client creation.
 _BAD_PROPERTY = re.compile(r'property:? "([^"]+)"')
+# ... and when it cannot use a TLS or SASL setting ("failed to read certificate #0 from
+# ssl.ca.pem", "ssl.certificate.pem failed", "Failed to parse ssl.keystore.location ...").
+_SECURITY_PROPERTY = re.compile(r"\b((?:ssl|https|sasl)\.[a-z_.]*[a-z])\b")
+#: librdkafka settings that kafka_direct writes from the Java client's (config.security): what
+#: the user set to get them.
+_MADE_FROM = {
+    "ssl.ca.pem": "{p}ssl.truststore.location or {p}ssl.truststore.certificates",
+    "ssl.certificate.pem": "{p}ssl.keystore.location or {p}ssl.keystore.certificate.chain",
+    "ssl.key.pem": "{p}ssl.keystore.location or {p}ssl.keystore.key",
+    "https.ca.pem": "the ssl.truststore.* options in {p}sasl.jaas.config",
+}
 
 
 def config_error(
@@ -123,8 +134,26 @@ def config_error(
     if not isinstance(kerr, KafkaError) or kerr.code() != KafkaError._INVALID_ARG:
         return None
     text = kerr.str()
-    found = _BAD_PROPERTY.search(text)
+    found = _BAD_PROPERTY.search(text) or _SECURITY_PROPERTY.search(text)
     name = found.group(1) if found else None
+    if "No provider for SASL mechanism" in text:
+        # Kerberos (GSSAPI) is the default mechanism: the user may have named none.
+        return ConfigurationError(
+            prefix + "sasl.mechanism",
+            user.get("sasl.mechanism", user.get("sasl.mechanisms")),
+            "a SASL mechanism the installed librdkafka has",
+            f"librdkafka said: {text}. Without {prefix}sasl.mechanism, SASL means GSSAPI "
+            "(Kerberos), which confluent-kafka's wheels from PyPI lack (docs/security.md, "
+            "Kerberos).",
+        )
+    if name in _MADE_FROM and name in user:
+        return ConfigurationError(
+            prefix + name,
+            user[name],
+            "certificates and keys librdkafka can read",
+            f"librdkafka said: {text}. kafka_direct made {prefix}{name} from "
+            f"{_MADE_FROM[name].format(p=prefix)}: check what they hold.",
+        )
     if name is None or name not in user:
         return ConfigurationError(
             f"{prefix}*",

@@ -26,6 +26,9 @@ is not activated cannot import kafka_direct, though the driver could. On a local
 neither set, the source's processes run the driver's own interpreter (``sys.executable``): they
 are on the same machine. Elsewhere the choice stays the user's, and a worker that cannot import
 kafka_direct says how to fix it (``_worker_site/sitecustomize.py``).
+
+Spark's Kafka delegation tokens (``spark.kafka.clusters.*``) have no librdkafka equivalent:
+registering a session that sets them warns, naming the clusters and what to set instead.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Iterable
 from typing import Any
 
 logger = logging.getLogger(__name__)
@@ -117,6 +121,7 @@ def register(spark: Any, *, fast_worker_start: bool = True) -> None:
     from kafka_direct.source.datasource import KafkaDirectDataSource
 
     _enable_filter_pushdown(spark)
+    _warn_delegation_tokens(spark)
     register_once(spark, KafkaDirectDataSource, fast_worker_start=fast_worker_start)
 
 
@@ -140,6 +145,48 @@ def is_registered(spark: Any, name: str) -> bool:
     except Exception as exc:  # noqa: BLE001 - py4j raises its own errors for a missing method
         logger.debug("Could not ask whether %s is registered: %s", name, exc)
         return False
+
+
+#: Spark's Kafka delegation tokens (``KafkaTokenUtil``): ``spark.kafka.clusters.<id>.*``.
+DELEGATION_TOKEN_PREFIX = "spark.kafka.clusters."
+
+
+def delegation_token_clusters(conf: Iterable[tuple[str, str]]) -> list[str]:
+    """The cluster ids of Spark's Kafka delegation token settings in ``conf`` (key, value)."""
+    return sorted(
+        {key[len(DELEGATION_TOKEN_PREFIX) :].split(".", 1)[0]
+         for key, _ in conf if key.startswith(DELEGATION_TOKEN_PREFIX)} - {""}
+    )  # fmt: skip
+
+
+def _spark_conf(spark: Any) -> list[tuple[str, str]]:
+    """The session's settings (SparkConf's included), or none when it cannot say."""
+    try:
+        every = spark.conf.getAll  # a property in PySpark 4: a dict
+        return list((every() if callable(every) else every).items())
+    except Exception:  # noqa: BLE001 - a stand-in session, or another PySpark
+        pass
+    try:
+        return list(spark.sparkContext.getConf().getAll())
+    except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext
+        return []
+
+
+def _warn_delegation_tokens(spark: Any) -> None:
+    """Spark's Kafka connector gets delegation tokens for the clusters of
+    ``spark.kafka.clusters.*`` and signs in with them where a query has no JAAS line; librdkafka
+    has no delegation tokens, so kafka_direct's queries would silently get none. Say so, once."""
+    clusters = delegation_token_clusters(_spark_conf(spark))
+    if clusters:
+        _log_once(
+            logging.WARNING,
+            "spark.kafka.clusters.%s.* are set: Spark's Kafka delegation tokens are not "
+            "supported by kafka_direct (librdkafka has none), so format('kafka_direct') gets no "
+            "token from them. Give each query its credentials: kafka.security.protocol with "
+            "kafka.sasl.mechanism and kafka.sasl.jaas.config (a SCRAM or PLAIN user, a Kerberos "
+            "keytab), or 'oauthProvider' (docs/security.md, Delegation tokens)",
+            "{" + ",".join(clusters) + "}" if len(clusters) > 1 else clusters[0],
+        )
 
 
 def _enable_filter_pushdown(spark: Any) -> None:

@@ -28,6 +28,23 @@ TRANSLATED = [
         {},
     ),
     ({"fetch.wait.max.ms": "10", "linger.ms": "5"}, {"fetch.wait.max.ms": "10", "linger.ms": "5"}),
+    # Sign-in and TLS tuning of the Java client's own code (librdkafka refused each by name).
+    ({"sasl.login.refresh.window.factor": "0.8"}, {}),
+    ({"sasl.login.refresh.window.jitter": "0.05"}, {}),
+    ({"sasl.login.refresh.min.period.seconds": "60"}, {}),
+    ({"sasl.login.refresh.buffer.seconds": "300"}, {}),
+    ({"sasl.kerberos.ticket.renew.window.factor": "0.8"}, {}),
+    ({"sasl.kerberos.ticket.renew.jitter": "0.05"}, {}),
+    ({"sasl.login.connect.timeout.ms": "10000"}, {}),
+    ({"sasl.login.read.timeout.ms": "10000"}, {}),
+    ({"sasl.login.retry.backoff.ms": "100"}, {}),
+    ({"sasl.login.retry.backoff.max.ms": "10000"}, {}),
+    ({"sasl.oauthbearer.scope.claim.name": "scp"}, {}),
+    ({"sasl.oauthbearer.expected.audience": "kafka"}, {}),
+    ({"ssl.keymanager.algorithm": "SunX509"}, {}),
+    ({"ssl.trustmanager.algorithm": "PKIX"}, {}),
+    ({"ssl.secure.random.implementation": "SHA1PRNG"}, {}),
+    ({"ssl.provider": "SunJSSE"}, {}),
 ]
 
 
@@ -78,6 +95,44 @@ def test_every_translated_name_is_one_librdkafka_accepts_and_no_name_is_both() -
         value = "1" if "max.bytes" not in native else "1048576"
         # Raises KafkaException on an unknown name; it never connects (nothing to send).
         Producer({"bootstrap.servers": "127.0.0.1:9", native: value})
+
+
+@pytest.mark.parametrize("name", sorted(DROPPED))
+def test_every_dropped_name_is_one_librdkafka_would_refuse(name: str) -> None:
+    # Dropped only because librdkafka has no such setting: one it has must reach it.
+    from confluent_kafka import KafkaException, Producer
+
+    with pytest.raises(KafkaException, match="No such configuration property"):
+        Producer({"bootstrap.servers": "127.0.0.1:9", name: "1"})
+
+
+# Java TLS settings librdkafka has no name for: dropped where they ask what librdkafka does
+# anyway, refused where they ask what it cannot (config.security; they are TLS settings).
+TLS_VERSIONS = [
+    ({"ssl.protocol": "TLSv1.3"}, None),
+    ({"ssl.protocol": "TLS"}, None),
+    ({"ssl.enabled.protocols": "TLSv1.2,TLSv1.3"}, None),
+    ({"ssl.enabled.protocols": "TLSv1.3"}, None),
+    ({"ssl.protocol": "TLSv1.1"}, "kafka.ssl.protocol"),
+    ({"ssl.enabled.protocols": "TLSv1,TLSv1.2"}, "kafka.ssl.enabled.protocols"),
+]
+
+
+@pytest.mark.parametrize(("java", "refused"), TLS_VERSIONS)
+def test_tls_versions_are_dropped_when_librdkafka_honours_them_and_refused_otherwise(
+    java: dict[str, str], refused: str | None, caplog: pytest.LogCaptureFixture
+) -> None:
+    given = {**BOOTSTRAP, "security.protocol": "SSL", **java}
+    if refused is not None:
+        with pytest.raises(ConfigurationError) as info:
+            kafka_params(given, owned={}, owner="sink")
+        assert info.value.option == refused
+        assert "TLS 1.2 or 1.3" in str(info.value)
+        return
+    with caplog.at_level("WARNING", logger="kafka_direct.config.security"):
+        judged = kafka_params(given, owned={}, owner="sink")
+    assert dict(judged) == {**BOOTSTRAP, "security.protocol": "SSL"}
+    assert f"kafka.{next(iter(java))}: librdkafka has no such setting" in caplog.text
 
 
 def test_producer_settings_on_a_read_are_dropped_as_the_java_consumer_ignores_them(

@@ -81,8 +81,8 @@ def test_client_properties_are_translated_as_a_spark_jobs_options(
     [
         pytest.param("security.protocol=SSL\n", "bootstrap.servers", id="no bootstrap servers"),
         pytest.param(
-            "bootstrap.servers=b:1\nsasl.jaas.config=com.example.Custom required "
-            'password="s3cr3t-pw";\n',
+            "bootstrap.servers=b:1\nsecurity.protocol=SASL_SSL\n"
+            'sasl.jaas.config=com.example.Custom required password="s3cr3t-pw";\n',
             "sasl.jaas.config",
             id="a login module librdkafka cannot run",
         ),

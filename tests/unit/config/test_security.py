@@ -1,9 +1,11 @@
 """A Spark job's Java-client security options as librdkafka takes them
 (kafka_direct.config.security): every translation and every refusal, table-style, with a stub
-store loader; no broker, no keytool (tests/unit/kafka/test_keystores.py runs the real one)."""
+store loader and a stub of librdkafka's build; no broker, no keytool
+(tests/unit/kafka/test_keystores.py runs the real one)."""
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -21,6 +23,8 @@ OAUTH = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 KRB5 = "com.sun.security.auth.module.Krb5LoginModule"
 OIDC = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
 B = {"bootstrap.servers": "b:9092"}
+SASL = {"security.protocol": "SASL_SSL"}
+TLS = {"security.protocol": "SSL"}
 CA = "-----BEGIN CERTIFICATE-----\nCA\n-----END CERTIFICATE-----\n"
 KEY = "-----BEGIN PRIVATE KEY-----\nKEY-s3cr3t\n-----END PRIVATE KEY-----\n"
 ENCRYPTED = (
@@ -45,73 +49,119 @@ class Stores:
         return CA if what == "ca" else CA + (ENCRYPTED if kind == "PEM" else KEY)
 
 
+def yes(feature: str) -> bool:
+    """librdkafka built with every feature (Kerberos too)."""
+    return True
+
+
+def no_kerberos(feature: str) -> bool:
+    """librdkafka as confluent-kafka's wheels from PyPI build it: no sasl_gssapi."""
+    return feature != "sasl_gssapi"
+
+
 @pytest.mark.parametrize(
     ("given", "expected"),
     [
         pytest.param(
-            {"sasl.jaas.config": jaas(PLAIN, username="svc", password=PW)},
-            {"sasl.mechanism": "PLAIN", "sasl.username": "svc", "sasl.password": PW},
+            {**SASL, "sasl.jaas.config": jaas(PLAIN, username="svc", password=PW)},
+            {**SASL, "sasl.mechanism": "PLAIN", "sasl.username": "svc", "sasl.password": PW},
             id="PLAIN, mechanism implied",
         ),
         pytest.param(
-            {"sasl.mechanism": "SCRAM-SHA-512",
+            {**SASL, "sasl.mechanism": "SCRAM-SHA-512",
              "sasl.jaas.config": jaas(SCRAM, username="svc", password=PW)},
-            {"sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "svc", "sasl.password": PW},
+            {**SASL, "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "svc",
+             "sasl.password": PW},
             id="SCRAM-SHA-512",
         ),
         pytest.param(
-            {"sasl.mechanism": "scram-sha-256",
+            {**SASL, "sasl.mechanism": "scram-sha-256",
              "sasl.jaas.config": f'{SCRAM} required username=svc password="p;a\\"ss";'},
-            {"sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "svc",
+            {**SASL, "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "svc",
              "sasl.password": 'p;a"ss'},
             id="unquoted and escaped values",
         ),
         pytest.param(
-            {"sasl.jaas.config": jaas(OAUTH, clientId="app", clientSecret=PW, scope="kafka"),
+            {**SASL, "sasl.jaas.config": jaas(OAUTH, clientId="app", clientSecret=PW,
+                                              scope="kafka"),
              "sasl.oauthbearer.token.endpoint.url": "https://idp/token",
              "sasl.login.callback.handler.class": OIDC},
-            {"sasl.mechanism": "OAUTHBEARER", "sasl.oauthbearer.method": "oidc",
+            {**SASL, "sasl.mechanism": "OAUTHBEARER", "sasl.oauthbearer.method": "oidc",
              "sasl.oauthbearer.client.id": "app", "sasl.oauthbearer.client.secret": PW,
              "sasl.oauthbearer.scope": "kafka",
              "sasl.oauthbearer.token.endpoint.url": "https://idp/token"},
             id="OIDC client credentials, Kafka's handler dropped",
         ),
         pytest.param(
-            {"sasl.jaas.config": jaas(OAUTH, clientId="a", clientSecret=PW, extension_org="x"),
+            {**SASL, "sasl.jaas.config": jaas(OAUTH, clientId="a", clientSecret=PW,
+                                              extension_org="x"),
              "sasl.oauthbearer.token.endpoint.url": "https://idp/token"},
-            {"sasl.mechanism": "OAUTHBEARER", "sasl.oauthbearer.method": "oidc",
+            {**SASL, "sasl.mechanism": "OAUTHBEARER", "sasl.oauthbearer.method": "oidc",
              "sasl.oauthbearer.client.id": "a", "sasl.oauthbearer.client.secret": PW,
              "sasl.oauthbearer.extensions": "org=x",
              "sasl.oauthbearer.token.endpoint.url": "https://idp/token"},
             id="OIDC with SASL extensions",
         ),
         pytest.param(
-            {"sasl.jaas.config": jaas(OAUTH, unsecuredLoginStringClaim_sub="alice")},
-            {"sasl.mechanism": "OAUTHBEARER", "enable.sasl.oauthbearer.unsecure.jwt": "true",
+            {**SASL, "sasl.jaas.config": jaas(OAUTH, clientId="a", clientSecret=PW,
+                                              **{"ssl.truststore.location": "/idp.jks",
+                                                 "ssl.truststore.password": PW}),
+             "sasl.oauthbearer.token.endpoint.url": "https://idp/token"},
+            {**SASL, "sasl.mechanism": "OAUTHBEARER", "sasl.oauthbearer.method": "oidc",
+             "sasl.oauthbearer.client.id": "a", "sasl.oauthbearer.client.secret": PW,
+             "https.ca.pem": CA, "sasl.oauthbearer.token.endpoint.url": "https://idp/token"},
+            id="OIDC: the identity provider's truststore in the JAAS line",
+        ),
+        pytest.param(
+            {**SASL, "sasl.jaas.config": jaas(OAUTH, clientId="a", clientSecret=PW,
+                                              **{"ssl.truststore.certificates":
+                                                     CA.replace("\n", "\\n"),
+                                                 "ssl.enabled.protocols": "TLSv1.3"}),
+             "sasl.oauthbearer.token.endpoint.url": "https://idp/token"},
+            {**SASL, "sasl.mechanism": "OAUTHBEARER", "sasl.oauthbearer.method": "oidc",
+             "sasl.oauthbearer.client.id": "a", "sasl.oauthbearer.client.secret": PW,
+             "https.ca.pem": CA, "sasl.oauthbearer.token.endpoint.url": "https://idp/token"},
+            id="OIDC: the identity provider's inline CA and TLS version",
+        ),
+        pytest.param(
+            {**SASL, "sasl.jaas.config": jaas(OAUTH, clientId=" a\\n", clientSecret=PW + "\\t",
+                                              scope=" kafka "),
+             "sasl.oauthbearer.token.endpoint.url": "https://idp/token"},
+            {**SASL, "sasl.mechanism": "OAUTHBEARER", "sasl.oauthbearer.method": "oidc",
+             "sasl.oauthbearer.client.id": "a", "sasl.oauthbearer.client.secret": PW,
+             "sasl.oauthbearer.scope": "kafka",
+             "sasl.oauthbearer.token.endpoint.url": "https://idp/token"},
+            id="OIDC: client id, secret and scope trimmed, as Kafka's OIDC login does",
+        ),
+        pytest.param(
+            {**SASL, "sasl.jaas.config": jaas(OAUTH, unsecuredLoginStringClaim_sub="alice")},
+            {**SASL, "sasl.mechanism": "OAUTHBEARER",
+             "enable.sasl.oauthbearer.unsecure.jwt": "true",
              "sasl.oauthbearer.config": "principal=alice"},
             id="unsecured JWT",
         ),
         pytest.param(
-            {"sasl.jaas.config": jaas(OAUTH, unsecuredLoginLifetimeSeconds="600",
-                                      unsecuredLoginStringClaim_sub="alice",
-                                      unsecuredLoginListClaim_scope="|read|write",
-                                      unsecuredLoginExtension_traceId="abc")},
-            {"sasl.mechanism": "OAUTHBEARER", "enable.sasl.oauthbearer.unsecure.jwt": "true",
+            {**SASL, "sasl.jaas.config": jaas(OAUTH, unsecuredLoginLifetimeSeconds="600",
+                                              unsecuredLoginStringClaim_sub="alice",
+                                              unsecuredLoginListClaim_scope="|read|write",
+                                              unsecuredLoginExtension_traceId="abc")},
+            {**SASL, "sasl.mechanism": "OAUTHBEARER",
+             "enable.sasl.oauthbearer.unsecure.jwt": "true",
              "sasl.oauthbearer.config":
                  "principal=alice lifeSeconds=600 scope=read,write extension_traceId=abc"},
             id="unsecured JWT with its lifetime, scope list and extensions",
         ),
         pytest.param(
-            {"sasl.jaas.config": f'{KRB5} required useKeyTab=true keyTab="/k.tab" '
-                                 'serviceName="kafka-prod";'},
-            {"sasl.mechanism": "GSSAPI", "sasl.kerberos.keytab": "/k.tab",
+            {**SASL, "sasl.jaas.config": f'{KRB5} required useKeyTab=true keyTab="/k.tab" '
+                                         'serviceName="kafka-prod";'},
+            {**SASL, "sasl.mechanism": "GSSAPI", "sasl.kerberos.keytab": "/k.tab",
              "sasl.kerberos.service.name": "kafka-prod"},
             id="Kerberos service name from the login module",
         ),
         pytest.param(
-            {"sasl.jaas.config": f'{KRB5} required useKeyTab=true keyTab="/k.tab" '
-                                 'principal="svc@REALM";'},
-            {"sasl.mechanism": "GSSAPI", "sasl.kerberos.keytab": "/k.tab",
+            {**SASL, "sasl.jaas.config": f'{KRB5} required useKeyTab=true keyTab="/k.tab" '
+                                         'principal="svc@REALM";'},
+            {**SASL, "sasl.mechanism": "GSSAPI", "sasl.kerberos.keytab": "/k.tab",
              "sasl.kerberos.principal": "svc@REALM"},
             id="Kerberos keytab",
         ),
@@ -126,140 +176,328 @@ class Stores:
             id="https stays",
         ),
         pytest.param(
-            {"ssl.truststore.certificates": CA}, {"ssl.ca.pem": CA}, id="inline truststore"
+            {**TLS, "ssl.truststore.certificates": CA}, {**TLS, "ssl.ca.pem": CA},
+            id="inline truststore",
         ),
         pytest.param(
-            {"ssl.truststore.certificates": CA, "ssl.truststore.type": "PEM"}, {"ssl.ca.pem": CA},
+            {**TLS, "ssl.truststore.certificates": CA, "ssl.truststore.type": "PEM"},
+            {**TLS, "ssl.ca.pem": CA},
             id="inline truststore with its type, as the Java client requires",
         ),
         pytest.param(
-            {"ssl.keystore.certificate.chain": CA, "ssl.keystore.key": KEY},
-            {"ssl.certificate.pem": CA, "ssl.key.pem": KEY},
+            {**TLS, "ssl.keystore.certificate.chain": CA, "ssl.keystore.key": KEY},
+            {**TLS, "ssl.certificate.pem": CA, "ssl.key.pem": KEY},
             id="inline PEM keystore",
         ),
         pytest.param(
-            {"ssl.keystore.certificate.chain": CA, "ssl.keystore.key": ENCRYPTED,
+            {**TLS, "ssl.keystore.certificate.chain": CA, "ssl.keystore.key": ENCRYPTED,
              "ssl.keystore.type": "pem", "ssl.key.password": PW},
-            {"ssl.certificate.pem": CA, "ssl.key.pem": ENCRYPTED, "ssl.key.password": PW},
+            {**TLS, "ssl.certificate.pem": CA, "ssl.key.pem": ENCRYPTED, "ssl.key.password": PW},
             id="inline encrypted PEM key with its type and password",
         ),
         pytest.param(
-            {"ssl.keystore.location": "/ks.pem", "ssl.keystore.type": "PEM",
+            {**TLS, "ssl.keystore.location": "/ks.pem", "ssl.keystore.type": "PEM",
              "ssl.key.password": PW},
-            {"ssl.certificate.pem": CA, "ssl.key.pem": ENCRYPTED, "ssl.key.password": PW},
+            {**TLS, "ssl.certificate.pem": CA, "ssl.key.pem": ENCRYPTED, "ssl.key.password": PW},
             id="PEM keystore file: inline, its key as written",
         ),
         pytest.param(
-            {"sasl.jaas.config": f"{PLAIN} required username='svc' password='{PW}';"},
-            {"sasl.mechanism": "PLAIN", "sasl.username": "svc", "sasl.password": PW},
+            {**SASL, "sasl.jaas.config": f"{PLAIN} required username='svc' password='{PW}';"},
+            {**SASL, "sasl.mechanism": "PLAIN", "sasl.username": "svc", "sasl.password": PW},
             id="single-quoted values, as Java's tokenizer takes them",
         ),
         pytest.param(
-            {"sasl.jaas.config": f"{PLAIN} required /* svc */ username=\"svc\" // login\n"
-                                 f" password=\"{PW}\\t\\101\";"},
-            {"sasl.mechanism": "PLAIN", "sasl.username": "svc", "sasl.password": PW + "\tA"},
+            {**SASL, "sasl.jaas.config": f"{PLAIN} required /* svc */ username=\"svc\" // login\n"
+                                         f" password=\"{PW}\\t\\101\";"},
+            {**SASL, "sasl.mechanism": "PLAIN", "sasl.username": "svc",
+             "sasl.password": PW + "\tA"},
             id="comments, and Java's escapes in quoted values",
         ),
         pytest.param(
-            {"ssl.truststore.location": "/ts.jks", "ssl.truststore.password": PW},
-            {"ssl.ca.pem": CA},
+            {**SASL, "sasl.jaas.config": f"{PLAIN} /* c */ required username=u password={PW};"},
+            {**SASL, "sasl.mechanism": "PLAIN", "sasl.username": "u", "sasl.password": PW},
+            id="a comment between the module and its flag",
+        ),
+        pytest.param(
+            {**SASL, "sasl.jaas.config": f'"{PLAIN}" "required" username=u password={PW};'},
+            {**SASL, "sasl.mechanism": "PLAIN", "sasl.username": "u", "sasl.password": PW},
+            id="a quoted module name and flag, as Java's tokenizer takes them",
+        ),
+        pytest.param(
+            {**SASL, "sasl.mechanism": "PLAIN",
+             "sasl.jaas.config": f"kafkashaded.{PLAIN} required username='u' password='{PW}';"},
+            {**SASL, "sasl.mechanism": "PLAIN", "sasl.username": "u", "sasl.password": PW},
+            id="Databricks' shaded Kafka module",
+        ),
+        pytest.param(
+            {**TLS, "ssl.truststore.location": "/ts.jks", "ssl.truststore.password": PW},
+            {**TLS, "ssl.ca.pem": CA},
             id="JKS truststore (the default type) inline",
         ),
         pytest.param(
-            {"ssl.keystore.location": "/ks.p12", "ssl.keystore.type": "PKCS12",
-             "ssl.keystore.password": PW},
-            {"ssl.keystore.location": "/ks.p12", "ssl.keystore.password": PW},
-            id="PKCS12 keystore: librdkafka reads it",
+            {**TLS, "ssl.keystore.location": "/ks.p12", "ssl.keystore.type": "PKCS12",
+             "ssl.keystore.password": PW, "ssl.key.password": PW},
+            {**TLS, "ssl.certificate.pem": CA, "ssl.key.pem": KEY},
+            id="PKCS12 keystore as PEM, as a JKS one (librdkafka refuses old PKCS12 ciphers)",
         ),
         pytest.param(
-            {"ssl.keystore.location": "/ks.jks", "ssl.keystore.password": PW,
+            {**TLS, "ssl.keystore.location": "/ks.jks", "ssl.keystore.password": PW,
              "ssl.key.password": PW},
-            {"ssl.certificate.pem": CA, "ssl.key.pem": KEY},
+            {**TLS, "ssl.certificate.pem": CA, "ssl.key.pem": KEY},
             id="JKS keystore as PEM",
         ),
-        pytest.param({"security.protocol": "SASL_SSL"}, {"security.protocol": "SASL_SSL"},
-                     id="librdkafka's own keys untouched"),
+        pytest.param(
+            {**TLS, "ssl.truststore.type": "JKS", "ssl.keystore.type": "PKCS12"}, TLS,
+            id="store types without stores: the system's CAs, no client certificate, as Java",
+        ),
+        pytest.param(
+            {**TLS, "ssl.protocol": "TLSv1.2", "ssl.enabled.protocols": "TLSv1.2, TLSv1.3"}, TLS,
+            id="TLS versions librdkafka negotiates anyway",
+        ),
+        pytest.param(
+            {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+             "sasl.username": "u", "ssl.truststore.location": "/missing.jks",
+             "ssl.truststore.password": PW, "ssl.protocol": "TLSv1.1"},
+            {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+             "sasl.username": "u"},
+            id="TLS settings without TLS: dropped unread, as in Java",
+        ),
+        pytest.param(
+            {**TLS, "sasl.jaas.config": jaas("com.acme.Login", password=PW),
+             "sasl.client.callback.handler.class": "com.acme.Handler"},
+            TLS,
+            id="SASL settings without SASL: dropped unread, as in Java",
+        ),
+        pytest.param(
+            {"security.protocol": "SASL_SSL\n", "sasl.mechanism": "PLAIN ",
+             "sasl.jaas.config": jaas(PLAIN, username="u", password=PW) + "\n",
+             "ssl.truststore.location": "/ts.jks\n", "ssl.truststore.password": "tpw\n"},
+            {**SASL, "sasl.mechanism": "PLAIN", "sasl.username": "u", "sasl.password": PW,
+             "ssl.ca.pem": CA},
+            id="Java settings' values trimmed, as Java's ConfigDef does",
+        ),
+        pytest.param(
+            {**SASL, "sasl.mechanism": "PLAIN", "sasl.username": " u", "sasl.password": PW + " "},
+            {**SASL, "sasl.mechanism": "PLAIN", "sasl.username": " u", "sasl.password": PW + " "},
+            id="librdkafka's own keys untouched",
+        ),
     ],
 )  # fmt: skip
 def test_translations(given: dict[str, str], expected: dict[str, str]) -> None:
-    assert translate(given, load_store=Stores()) == expected
+    assert translate(given, load_store=Stores(), has_feature=yes) == expected
 
 
 def test_stores_are_opened_with_their_type_and_password() -> None:
     stores = Stores()
-    translate({"ssl.truststore.location": "/ts.p12", "ssl.truststore.type": "pkcs12",
-               "ssl.truststore.password": PW}, load_store=stores)  # fmt: skip
-    translate({"ssl.truststore.location": "/ts.pem", "ssl.truststore.type": "PEM"},
+    translate({**TLS, "ssl.truststore.location": "/ts.p12", "ssl.truststore.type": "pkcs12",
+               "ssl.truststore.password": PW + "\n"}, load_store=stores)  # fmt: skip
+    translate({**TLS, "ssl.truststore.location": "/ts.pem", "ssl.truststore.type": "PEM"},
               load_store=stores)  # fmt: skip
-    translate({"ssl.keystore.location": "/ks.jks", "ssl.keystore.password": PW},
+    translate({**TLS, "ssl.keystore.location": "/ks.jks", "ssl.keystore.password": PW},
               load_store=stores)  # fmt: skip
-    translate({"ssl.keystore.location": "/ks.jks", "ssl.keystore.password": PW,
+    translate({**TLS, "ssl.keystore.location": "/ks.jks", "ssl.keystore.password": PW,
                "ssl.key.password": "k3y-pa55"}, load_store=stores)  # fmt: skip
+    translate({**TLS, "ssl.keystore.location": " /ks.p12 ", "ssl.keystore.type": "PKCS12 ",
+               "ssl.keystore.password": PW}, load_store=stores)  # fmt: skip
     assert stores.asked == [
-        ("/ts.p12", "PKCS12", PW, "ca", None),
+        ("/ts.p12", "PKCS12", PW, "ca", None),  # the password trimmed, as Java does
         ("/ts.pem", "PEM", None, "ca", None),
         ("/ks.jks", "JKS", PW, "keystore", None),
         ("/ks.jks", "JKS", PW, "keystore", "k3y-pa55"),  # a key password of its own
+        ("/ks.p12", "PKCS12", PW, "keystore", None),  # read here too (old PKCS12 ciphers)
     ]
 
 
 @pytest.mark.parametrize(
     ("given", "option", "phrase"),
     [
-        pytest.param({"sasl.jaas.config": "not jaas at all"}, "kafka.sasl.jaas.config",
+        pytest.param({**SASL, "sasl.jaas.config": "not jaas at all"}, "kafka.sasl.jaas.config",
                      "required key=", id="not a JAAS line"),
-        pytest.param({"sasl.jaas.config": jaas(PLAIN, username="u", password=PW) + " x y"},
+        pytest.param({**SASL, "sasl.jaas.config": jaas(PLAIN, username="u", password=PW) + " x y"},
                      "kafka.sasl.jaas.config", "one login module", id="trailing garbage"),
-        pytest.param({"sasl.jaas.config": jaas(PLAIN, username="u")},
+        pytest.param({**SASL, "sasl.jaas.config": jaas(PLAIN, username="u")},
                      "kafka.sasl.jaas.config", "'password'", id="PLAIN without password"),
-        pytest.param({"sasl.mechanism": "SCRAM-SHA-256",
+        pytest.param({**SASL, "sasl.mechanism": "SCRAM-SHA-256",
                       "sasl.jaas.config": jaas(PLAIN, username="u", password=PW)},
                      "kafka.sasl.mechanism", "'PLAIN'", id="PLAIN module, SCRAM mechanism"),
-        pytest.param({"sasl.jaas.config": jaas(SCRAM, username="u", password=PW)},
+        pytest.param({**SASL, "sasl.jaas.config": jaas(SCRAM, username="u", password=PW)},
                      "kafka.sasl.mechanism", "'SCRAM-SHA-256' or 'SCRAM-SHA-512'",
                      id="SCRAM without a mechanism"),
-        pytest.param({"sasl.mechanism": "SCRAM-SHA-512",
+        pytest.param({**SASL, "sasl.mechanism": "SCRAM-SHA-512",
                       "sasl.jaas.config": jaas(SCRAM, username="u", password=PW, tokenauth="true")},
                      "kafka.sasl.jaas.config", "delegation tokens", id="delegation tokens"),
-        pytest.param({"sasl.jaas.config": jaas(OAUTH, clientId="a", clientSecret=PW)},
+        pytest.param({**SASL, "sasl.jaas.config": jaas(OAUTH, clientId="a", clientSecret=PW)},
                      "kafka.sasl.oauthbearer.token.endpoint.url", "token endpoint",
                      id="OIDC without an endpoint"),
-        pytest.param({"sasl.jaas.config": f"{KRB5} required useTicketCache=true;"},
+        pytest.param({**SASL, "sasl.jaas.config": f"{KRB5} required useTicketCache=true;"},
                      "kafka.sasl.jaas.config", "keytab", id="Kerberos without a keytab"),
-        pytest.param({"sasl.jaas.config": jaas("com.acme.Login", password=PW)},
+        pytest.param({**SASL, "sasl.jaas.config": jaas("com.acme.Login", password=PW)},
                      "kafka.sasl.jaas.config", "Java code", id="a custom login module"),
-        pytest.param({"sasl.jaas.config": jaas(PLAIN, username="u", password=PW),
+        pytest.param({**SASL, "sasl.jaas.config": jaas("com.acme.Login", password=PW)},
+                     "kafka.sasl.jaas.config", "'oauthProvider'",
+                     id="a custom login module: the cloud tokens' way is named"),
+        pytest.param({**SASL, "sasl.jaas.config": f"kafkashaded.{KRB5} required;"},
+                     "kafka.sasl.jaas.config", "Java code",
+                     id="only Kafka's own modules are unshaded"),
+        pytest.param({**SASL, "sasl.jaas.config": jaas(PLAIN, username="u", password=PW),
                       "sasl.password": PW},
                      "kafka.sasl.password", "not both", id="JAAS and librdkafka's keys"),
-        pytest.param({"ssl.keystore.location": "/k", "ssl.keystore.type": "BCFKS"},
+        pytest.param({**TLS, "ssl.keystore.location": "/k", "ssl.keystore.type": "BCFKS"},
                      "kafka.ssl.keystore.type", "'JKS', 'PKCS12' or 'PEM'",
                      id="a keystore type librdkafka cannot be given"),
-        pytest.param({"ssl.truststore.certificates": CA, "ssl.truststore.type": "JKS"},
+        pytest.param({**TLS, "ssl.truststore.certificates": CA, "ssl.truststore.type": "JKS"},
                      "kafka.ssl.truststore.type", "'PEM' (or no value)",
                      id="inline certificates of another type"),
-        pytest.param({"ssl.keystore.key": KEY, "ssl.keystore.certificate.chain": CA,
+        pytest.param({**TLS, "ssl.keystore.key": KEY, "ssl.keystore.certificate.chain": CA,
                       "ssl.keystore.type": "PKCS12"},
                      "kafka.ssl.keystore.type", "'PEM' (or no value)",
                      id="an inline key of another type"),
-        pytest.param({"sasl.jaas.config": jaas(OAUTH, unsecuredLoginStringClaim_sub="a b")},
+        pytest.param({**TLS, "ssl.truststore.certificates": CA,
+                      "ssl.truststore.location": "/ts.jks"},
+                     "kafka.ssl.truststore.certificates", "refuses both",
+                     id="a truststore twice, as Java refuses"),
+        pytest.param({**TLS, "ssl.truststore.password": PW}, "kafka.ssl.truststore.password",
+                     "only with its truststore", id="a truststore password alone, as Java"),
+        pytest.param({**TLS, "ssl.keystore.password": PW}, "kafka.ssl.keystore.password",
+                     "only with its keystore", id="a keystore password alone, as Java"),
+        pytest.param({**TLS, "ssl.protocol": "TLSv1.1"}, "kafka.ssl.protocol",
+                     "negotiates TLS 1.2 or 1.3", id="a TLS version librdkafka cannot speak"),
+        pytest.param({**TLS, "ssl.enabled.protocols": "TLSv1.2,TLSv1.1"},
+                     "kafka.ssl.enabled.protocols", "'TLSv1.2' or 'TLSv1.3'",
+                     id="an enabled TLS version librdkafka cannot speak"),
+        pytest.param({**SASL, "sasl.jaas.config": jaas(OAUTH, unsecuredLoginStringClaim_sub="a b")},
                      "kafka.sasl.jaas.config", "without spaces", id="unsecured sub with a space"),
-        pytest.param({"sasl.jaas.config": jaas(OAUTH, unsecuredLoginStringClaim_sub="a",
-                                               unsecuredLoginStringClaim_iss="me")},
+        pytest.param({**SASL, "sasl.jaas.config": jaas(OAUTH, unsecuredLoginStringClaim_sub="a",
+                                                       unsecuredLoginStringClaim_iss="me")},
                      "kafka.sasl.jaas.config", "unsecuredLoginStringClaim_iss",
                      id="an unsecured claim librdkafka cannot add"),
-        pytest.param({"sasl.jaas.config": f"{PLAIN} required username='u' password='{PW};"},
+        pytest.param({**SASL, "sasl.jaas.config": f"{PLAIN} required username='u' password='{PW};"},
                      "kafka.sasl.jaas.config", "no closing quote", id="an unclosed quote"),
+        pytest.param({**SASL, "sasl.jaas.config": jaas(OAUTH, clientId="a", clientSecret=PW,
+                                                       **{"ssl.keystore.location": "/c.p12"}),
+                      "sasl.oauthbearer.token.endpoint.url": "https://idp/token"},
+                     "kafka.sasl.jaas.config", "no client certificate",
+                     id="OIDC: a client certificate for the identity provider"),
+        pytest.param({**SASL, "sasl.jaas.config": jaas(OAUTH, clientId="a", clientSecret=PW,
+                                                       **{"ssl.protocol": "TLSv1.1"}),
+                      "sasl.oauthbearer.token.endpoint.url": "https://idp/token"},
+                     "kafka.sasl.jaas.config", "its ssl.protocol",
+                     id="OIDC: a TLS version librdkafka cannot speak"),
+        pytest.param({**SASL, "sasl.jaas.config": jaas(OAUTH, clientId="a", clientSecret=PW,
+                                                       **{"ssl.truststore.password": PW}),
+                      "sasl.oauthbearer.token.endpoint.url": "https://idp/token"},
+                     "kafka.sasl.jaas.config", "only with its truststore",
+                     id="OIDC: a truststore password without its truststore"),
     ],
 )  # fmt: skip
 def test_refusals_name_the_option_and_never_the_secret(
     given: dict[str, str], option: str, phrase: str
 ) -> None:
     with pytest.raises(ConfigurationError) as info:
-        translate(given, load_store=Stores())
+        translate(given, load_store=Stores(), has_feature=yes)
     message = str(info.value)
     assert info.value.option == option
     assert phrase in message, message
     assert PW not in message and PW not in repr(info.value.value)
+
+
+@pytest.mark.parametrize(
+    ("given", "option"),
+    [
+        pytest.param({**SASL, "sasl.jaas.config": f'{KRB5} required useKeyTab=true '
+                                                  'keyTab="/k.tab";'},
+                     "kafka.sasl.jaas.config", id="a Krb5LoginModule line"),
+        pytest.param({**SASL, "sasl.jaas.config": f"{KRB5} required useTicketCache=true;"},
+                     "kafka.sasl.jaas.config", id="a Krb5LoginModule without a keytab"),
+        pytest.param({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "gssapi",
+                      "sasl.kerberos.keytab": "/k.tab"},
+                     "kafka.sasl.mechanism", id="sasl.mechanism GSSAPI"),
+        pytest.param({**SASL, "sasl.username": "u", "sasl.password": PW},
+                     "kafka.security.protocol", id="SASL with no mechanism (GSSAPI by default)"),
+    ],
+)  # fmt: skip
+def test_kerberos_without_a_librdkafka_built_for_it_is_refused_before_any_client(
+    given: dict[str, str], option: str
+) -> None:
+    # Without the check, the first client failed with "No provider for SASL mechanism GSSAPI",
+    # which kafka_direct reported as an option of librdkafka's that may be too old.
+    with pytest.raises(ConfigurationError) as info:
+        translate(given, load_store=Stores(), has_feature=no_kerberos)
+    message = str(info.value)
+    assert info.value.option == option, message
+    assert "sasl_gssapi" in message and "Cyrus SASL" in message and "--no-binary" in message
+    assert "kinit" not in message  # the keytab advice cannot help such a librdkafka
+    assert PW not in message
+
+
+def test_kerberos_is_not_asked_about_where_it_is_not_used() -> None:
+    asked: list[str] = []
+
+    def recorded(feature: str) -> bool:
+        asked.append(feature)
+        return False
+
+    for given in (
+        {"security.protocol": "PLAINTEXT", "sasl.mechanism": "GSSAPI"},
+        {**SASL, "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "u"},
+        {**SASL, "sasl.jaas.config": jaas(PLAIN, username="u", password=PW)},
+    ):
+        translate(given, has_feature=recorded)
+    assert asked == []
+
+
+def test_the_installed_librdkafka_is_asked_cheaply() -> None:
+    from kafka_direct.config.jaas import librdkafka_has
+
+    assert librdkafka_has("sasl_plain") is True
+    assert librdkafka_has("no_such_feature") is False
+
+
+@pytest.mark.parametrize(
+    ("given", "option", "cloud"),
+    [
+        # AWS's own configuration for MSK IAM with the Java client (aws-msk-iam-auth).
+        pytest.param({**SASL, "sasl.mechanism": "AWS_MSK_IAM",
+                      "sasl.jaas.config": "software.amazon.msk.auth.iam.IAMLoginModule required;",
+                      "sasl.client.callback.handler.class":
+                          "software.amazon.msk.auth.iam.IAMClientCallbackHandler"},
+                     "kafka.sasl.client.callback.handler.class", "Amazon MSK IAM",
+                     id="MSK IAM (AWS_MSK_IAM)"),
+        pytest.param({**SASL, "sasl.mechanism": "OAUTHBEARER",
+                      "sasl.jaas.config": f"{OAUTH} required;",
+                      "sasl.login.callback.handler.class":
+                          "software.amazon.msk.auth.iam.IAMOAuthBearerLoginCallbackHandler",
+                      "sasl.client.callback.handler.class":
+                          "software.amazon.msk.auth.iam.IAMOAuthBearerLoginCallbackHandler"},
+                     "kafka.sasl.login.callback.handler.class", "Amazon MSK IAM",
+                     id="MSK IAM (OAUTHBEARER)"),
+        pytest.param({**SASL, "sasl.mechanism": "AWS_MSK_IAM",
+                      "sasl.jaas.config": "software.amazon.msk.auth.iam.IAMLoginModule required;"},
+                     "kafka.sasl.jaas.config", "Amazon MSK IAM", id="MSK IAM's module alone"),
+        pytest.param({**SASL, "sasl.mechanism": "OAUTHBEARER",
+                      "sasl.jaas.config": f"{OAUTH} required;",
+                      "sasl.login.callback.handler.class":
+                          "com.google.cloud.hosted.kafka.auth.GcpLoginCallbackHandler"},
+                     "kafka.sasl.login.callback.handler.class", "Google Cloud",
+                     id="Google Cloud's Managed Kafka"),
+        pytest.param({**SASL, "sasl.mechanism": "OAUTHBEARER",
+                      "sasl.jaas.config": f"{OAUTH} required;",
+                      "sasl.login.callback.handler.class": "com.acme.EntraHandler"},
+                     "kafka.sasl.login.callback.handler.class", "Microsoft Entra",
+                     id="a handler of the user's own (Event Hubs' samples)"),
+    ],
+)  # fmt: skip
+def test_cloud_sign_ins_are_refused_naming_oauth_provider(
+    given: dict[str, str], option: str, cloud: str
+) -> None:
+    # The handler is judged before the JAAS line: MSK's OAUTHBEARER setup used to be told it
+    # misses sasl.oauthbearer.token.endpoint.url.
+    with pytest.raises(ConfigurationError) as info:
+        kafka_params({**B, **given}, owned={}, owner="source")
+    message = str(info.value)
+    assert info.value.option == option, message
+    assert "'oauthProvider'" in message and cloud in message, message
+    assert "token.endpoint" not in message
 
 
 @pytest.mark.parametrize(
@@ -273,6 +511,7 @@ def test_refusals_name_the_option_and_never_the_secret(
 def test_only_kafkas_own_oidc_handler_is_translated(handler: str, allowed: bool) -> None:
     params: dict[str, Any] = {
         **B,
+        **SASL,
         "sasl.jaas.config": jaas(OAUTH, clientId="a", clientSecret=PW),
         "sasl.oauthbearer.token.endpoint.url": "https://idp/token",
         "sasl.login.callback.handler.class": handler,
@@ -282,15 +521,48 @@ def test_only_kafkas_own_oidc_handler_is_translated(handler: str, allowed: bool)
         assert "sasl.login.callback.handler.class" not in config
         assert config["sasl.oauthbearer.method"] == "oidc"
     else:
-        with pytest.raises(ConfigurationError, match="Java code librdkafka cannot run") as info:
+        with pytest.raises(ConfigurationError, match="librdkafka cannot run") as info:
             kafka_params(params, owned={}, owner="source")
         assert PW not in str(info.value)
         assert "'oauthProvider'" in str(info.value)  # what a cloud's job uses instead
 
 
+def test_what_a_protocol_does_not_use_is_dropped_with_a_warning_naming_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The Java client builds TLS only for SSL/SASL_SSL and loads JAAS only for SASL_*: a store
+    # missing here, or a login module, must not stop a job that runs on the JVM connector.
+    with caplog.at_level(logging.WARNING, logger="kafka_direct.config.security"):
+        config = kafka_params(
+            {**B, "ssl.truststore.location": "/nowhere/ts.jks", "ssl.truststore.password": PW,
+             "sasl.jaas.config": jaas("com.acme.Login", password=PW)},
+            owned={}, owner="source",
+        )  # fmt: skip
+    assert dict(config) == B
+    assert "kafka.ssl.truststore.location, kafka.ssl.truststore.password" in caplog.text
+    assert "kafka.sasl.jaas.config" in caplog.text and "'PLAINTEXT'" in caplog.text
+    assert PW not in caplog.text
+
+
+def test_a_stores_refusal_names_the_option_as_the_user_wrote_it() -> None:
+    def unreadable(path: str, kind: str, password: str | None, what: str,
+                   key_password: str | None) -> str:  # fmt: skip
+        raise ConfigurationError("kafka.ssl.keystore.location", path, "a readable file",
+                                 "See kafka.ssl.key.password.")  # fmt: skip
+
+    given = {**TLS, "ssl.keystore.location": "/ks.p12", "ssl.keystore.type": "PKCS12"}
+    with pytest.raises(ConfigurationError) as info:
+        translate(given, prefix="", load_store=unreadable)
+    assert info.value.option == "ssl.keystore.location"  # kafkaParams, a properties file
+    assert "kafka." not in str(info.value)
+    with pytest.raises(ConfigurationError) as info:
+        translate(given, load_store=unreadable)
+    assert info.value.option == "kafka.ssl.keystore.location"
+
+
 def test_the_kafka_config_never_shows_the_translated_secrets() -> None:
     config = kafka_params(
-        {**B, "sasl.jaas.config": jaas(PLAIN, username="svc", password=PW)},
+        {**B, **SASL, "sasl.jaas.config": jaas(PLAIN, username="svc", password=PW)},
         owned={},
         owner="source",
     )
@@ -361,7 +633,7 @@ NOT_CALLABLE = 42
                      {"sasl.mechanism": "OAUTHBEARER", "security.protocol": "SASL_SSL",
                       "sasl.oauthbearer.config": f"kafka_direct.oauthProvider={GOOD}"},
                      id="mechanism given"),
-        pytest.param({"sasl.login.callback.handler.class":
+        pytest.param({**SASL, "sasl.login.callback.handler.class":
                       "software.amazon.msk.auth.iam.IAMClientCallbackHandler"},
                      None, id="(a Java handler is still refused)"),
     ],
@@ -370,7 +642,7 @@ def test_a_token_function_becomes_librdkafkas_token_callback(
     given: dict[str, str], expected: dict[str, str] | None
 ) -> None:
     if expected is None:
-        with pytest.raises(ConfigurationError, match="Java code"):
+        with pytest.raises(ConfigurationError, match="librdkafka cannot run"):
             kafka_params({**B, **given}, owned={}, owner="source", oauth_provider=GOOD)
         return
     config = kafka_params({**B, **given}, owned={}, owner="source", oauth_provider=GOOD)

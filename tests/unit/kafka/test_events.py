@@ -12,7 +12,7 @@ from confluent_kafka import KafkaError, KafkaException
 from kafka_direct.consumer import task_consumer
 from kafka_direct.consumer.fetch import PartitionConsumer, fetch_range
 from kafka_direct.errors import FetchTimeoutError, KafkaClientError
-from kafka_direct.kafka.events import SILENT, ClientEvents, reach_advice
+from kafka_direct.kafka.events import SILENT, ClientEvents, hint, reach_advice
 from kafka_direct.kafka.offset_reader import AdminOffsetReader
 from kafka_direct.offsets import OffsetRange
 from tests.unit.fakes import FakeClock, FakeConsumer, FakeLog
@@ -402,3 +402,74 @@ def test_the_reach_advice_is_given_once_and_never_for_authentication(
     cause = events.summary()
     assert bool(reach_advice(cause)) is advised
     assert (cause + reach_advice(cause)).lower().count("running") <= 1
+
+
+# -- hints built from what the user set, in their API's spelling -----------------------------------
+
+# librdkafka's words for a broker certificate that did not verify: the same for an untrusted CA
+# and for a trusted certificate that names another host (seen with librdkafka 2.16).
+UNVERIFIED = (
+    "ssl://127.0.0.1:9093/bootstrap: SSL handshake failed: error:0A000086:SSL routines::"
+    "certificate verify failed: broker certificate could not be verified, verify that "
+    "ssl.ca.location is correctly configured or root CA certificates are installed (install "
+    "ca-certificates package)"
+)
+SECRET = "pa55-s3cr3t"
+JAAS_LINE = f'org.apache.kafka.common.security.plain.PlainLoginModule required password="{SECRET}";'
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "prefix", "settings", "says", "never"),
+    [
+        pytest.param("_SSL", UNVERIFIED, "kafka.", None,
+                     ["'kafka.ssl.truststore.location'", "subject alternative names",
+                      "'kafka.ssl.endpoint.identification.algorithm'"], [],
+                     id="unverified, settings unknown: the truststore and the host name"),
+        pytest.param("_SSL", UNVERIFIED, "kafka.",
+                     {"ssl.truststore.location": "/ts.jks", "ssl.truststore.password": SECRET},
+                     ["must be in 'kafka.ssl.truststore.location'", "host the client connects to"],
+                     ["no truststore"], id="unverified with a truststore"),
+        pytest.param("_SSL", UNVERIFIED, "", {"security.protocol": "SSL"},
+                     ["no truststore is set", "'ssl.truststore.location'",
+                      "'bootstrap.servers'"], ["kafka."], id="unverified, none set (kafkaParams)"),
+        pytest.param("_SSL", UNVERIFIED, "kafka.",
+                     {"ssl.truststore.location": "/ts.jks",
+                      "ssl.endpoint.identification.algorithm": ""},
+                     ["'kafka.ssl.truststore.location'"], ["subject alternative names"],
+                     id="unverified without the hostname check: the issuer only"),
+        pytest.param("_SSL", "SSL handshake failed: error:0A00010B:SSL routines::wrong version "
+                     "number", "kafka.", None, ["does not speak TLS", "'kafka.security.protocol'"],
+                     [], id="TLS to a listener without TLS"),
+        pytest.param("_AUTHENTICATION", "SASL authentication error: Authentication failed",
+                     "kafka.", {"sasl.jaas.config": JAAS_LINE},
+                     ["username and password in 'kafka.sasl.jaas.config'"],
+                     ["sasl.username", SECRET], id="authentication with a JAAS line"),
+        pytest.param("SASL_AUTHENTICATION_FAILED", "Authentication failed", "",
+                     {"sasl.username": "u", "sasl.password": SECRET},
+                     ["'sasl.username' and 'sasl.password'"], ["jaas", "kafka.", SECRET],
+                     id="authentication with librdkafka's keys (kafkaParams)"),
+        pytest.param("_AUTHENTICATION", "Failed to acquire SASL OAUTHBEARER token", "",
+                     {"sasl.jaas.config": JAAS_LINE},
+                     ["clientId, clientSecret and scope in 'sasl.jaas.config'"],
+                     ["client.id", "kafka."], id="OIDC with a JAAS line (a properties file)"),
+        pytest.param("_AUTHENTICATION", "Failed to acquire SASL OAUTHBEARER token", "kafka.",
+                     {"oauthProvider": "my.auth:token"}, ["the function of 'oauthProvider'"],
+                     ["jaas"], id="OIDC with a token function"),
+    ],
+)  # fmt: skip
+def test_hints_name_what_the_user_set_as_they_write_it(
+    name: str, text: str, prefix: str, settings: dict[str, str] | None, says: list[str],
+    never: list[str],
+) -> None:  # fmt: skip
+    said = hint(name, text, prefix=prefix, settings=settings)
+    for phrase in says:
+        assert phrase in said, said
+    for phrase in never:
+        assert phrase not in said, said
+
+
+def test_client_events_hint_with_the_users_settings_and_keep_none_of_their_secrets() -> None:
+    events = ClientEvents("client", prefix="", settings={"sasl.jaas.config": JAAS_LINE})
+    events(AUTH)
+    assert "username and password in 'sasl.jaas.config'" in events.summary()
+    assert SECRET not in repr(vars(events))

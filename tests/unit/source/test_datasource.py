@@ -158,7 +158,12 @@ def test_only_commit_offsets_to_group_makes_a_stream_commit(
 
     cluster = FakeCluster()
     cluster.create_topic("t", partitions=1, records=5)
-    secured = {"kafka.security.protocol": "SASL_SSL", "startingOffsets": "earliest", **options}
+    secured = {
+        "kafka.security.protocol": "SASL_SSL",
+        "kafka.sasl.mechanism": "PLAIN",
+        "startingOffsets": "earliest",
+        **options,
+    }
     stream = source(**secured).streamReader(None)
     stream.planner._reader_factory = cluster.reader
     assert stream.opts.commits.group == committed_start_from
