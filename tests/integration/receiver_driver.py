@@ -19,7 +19,8 @@ process of its own. The spec (JSON) says:
   refuses), ``cost_ms`` (a sleep per record in ``recordCheck``) and ``hold`` (a value on which,
   at its first delivery, ``recordCheck`` writes ``control/holding-PID`` and never returns: the
   test kills that receiver there), ``slow`` and ``slow_check_s`` (a value on whose first delivery
-  ``recordCheck`` sleeps that long: past the lock), ``log_checks`` (every ``recordCheck`` call
+  ``recordCheck`` sleeps that long: past the lock; on each delivery ``slow_deliveries`` lists,
+  if given), ``log_checks`` (every ``recordCheck`` call
   appends ``topic partition offset delivery_count`` to ``control/checks-PID.txt``), ``gate``
   (a name: at its first record each receiver writes ``control/GATE-first-PID`` and waits, at
   most 20 s, until the test writes ``control/GATE-open``);
@@ -98,6 +99,7 @@ GATE_TIMEOUT_S = 20.0
 def _record_check(share: dict[str, Any], control: str) -> Any:
     poison, hold, slow = share.get("poison"), share.get("hold"), share.get("slow")
     cost_ms, slow_s = float(share.get("cost_ms", 0)), float(share.get("slow_check_s", 0))
+    slow_on = set(share.get("slow_deliveries", [1]))
     log_checks = bool(share.get("log_checks"))
     gate = share.get("gate")  # a name: each receiver waits at its first record (see below)
     passed: list[bool] = []
@@ -127,7 +129,7 @@ def _record_check(share: dict[str, Any], control: str) -> Any:
         value = (record.value or b"").decode()
         if value == poison:
             raise ValueError(f"cannot parse {value!r}")
-        if value == slow and record.delivery_count == 1:
+        if value == slow and record.delivery_count in slow_on:
             time.sleep(slow_s)  # past the lock: the whole poll is handed on
         if value == hold and record.delivery_count == 1:
             with open(os.path.join(control, f"holding-{os.getpid()}"), "w") as f:

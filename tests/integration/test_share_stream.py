@@ -2,7 +2,8 @@
 real local Spark: exact delivery, more receivers than partitions reading in parallel, a poison
 record rejected and named, a receiver's Python worker SIGKILLed while it holds records, the
 driver SIGKILLed and restarted from its write-ahead log, and a poll held longer than the group's
-lock (redelivered, counted, warned about with the setting to change).
+lock (redelivered, counted, warned about with the setting to change; on the group's last
+delivery, logged anyway: the broker archives it).
 
 Share groups need Kafka 4.2 or newer: this module starts its own 4.4.0 broker (the rest of the
 suite stays on the default version). Its only override lets a group's record lock be as short
@@ -356,3 +357,46 @@ def test_a_poll_held_past_its_lock_is_redelivered_counted_and_warned_about(
     driver = app.log.read_text(errors="replace")
     assert f"share.record.lock.duration.ms, now {SLOW_LOCK_MS} ms: raise it" in driver
     assert f"--entity-name {group} --alter --add-config" in driver
+
+
+def test_a_poll_held_past_its_lock_on_the_groups_last_delivery_is_logged_not_lost(
+    bootstrap: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Review finding: on its last delivery (``share.delivery.count.limit``, 2 here), a record
+    held past its lock was released, and the broker archives such a record: lost, unnamed.
+    ``recordCheck`` is slower than the lock on one record's first two deliveries; every record
+    must reach the sink, those of the second slow poll logged although their lock expired."""
+    work = tmp_path_factory.mktemp("share-last")
+    topic, group = _share_topic(
+        bootstrap,
+        "last",
+        **{"share.record.lock.duration.ms": str(SLOW_LOCK_MS), "share.delivery.count.limit": "2"},
+    )
+    stream = _stream(
+        "s",
+        topic,
+        group,
+        work,
+        1,
+        slow=f"{topic}|p0|3",
+        slow_check_s=SLOW_LOCK_MS / 1000 * 1.5,
+        slow_deliveries=[1, 2],
+        ack_commit_interval=0.5,
+    )
+    app = App(work, "app", {"bootstrap": bootstrap, "cores": 3, "streams": [stream]})
+    db = work / "s.db"
+    app.start()
+    try:
+        app.wait(lambda: _running(app, "s") == 1, "the receiver running", 600)
+        produced = produce_known(bootstrap, topic, per_partition=8)
+        app.wait_rows(db, len(produced), 120)
+        app.stop()
+    except BaseException:
+        app.kill()
+        raise
+    final = app.status("s")
+    assert final is not None and final["error"] is None
+    assert sink_rows(db) == rows_of(produced)
+    [receiver] = final["receivers"]
+    assert receiver["logged_late"] >= 1 and final["rejected"] == []
+    print(f"\nlast delivery held past the lock: {receiver['logged_late']} logged late")

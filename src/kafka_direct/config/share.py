@@ -6,7 +6,8 @@ A share stream is a receiver stream whose receivers are members of a share group
 it reuses the receiver stream's settings (:mod:`kafka_direct.config.receiver`) and adds the
 queue's own: ``maxDeliveryAttempts``, ``recordCheck`` and ``ackCommitInterval``. The lock
 duration and the group's delivery limit are group configs on the broker; the driver reads them
-at start (:mod:`kafka_direct.kafka.share_groups`) into :attr:`ShareStreamConfig.lock_duration_s`.
+at start (:mod:`kafka_direct.kafka.share_groups`) into :attr:`ShareStreamConfig.lock_duration_s`
+and :attr:`ShareStreamConfig.delivery_count_limit`, so the receivers know both.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ __all__ = ["ShareRecord", "ShareStreamConfig", "share_stream_config"]
 #: Kafka's default ``group.share.record.lock.duration.ms``: used until the driver has read the
 #: group's own value.
 DEFAULT_LOCK_DURATION_S = 30.0
+#: Kafka's default ``group.share.delivery.count.limit``: used until the driver has read the
+#: group's own value.
+DEFAULT_DELIVERY_COUNT_LIMIT = 5
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,16 @@ class ShareStreamConfig(ReceiverStreamConfig):
     ack_commit_interval_s: float = 1.0
     #: The group's ``share.record.lock.duration.ms`` (else the broker's), read at start.
     lock_duration_s: float = DEFAULT_LOCK_DURATION_S
+    #: The group's ``share.delivery.count.limit`` (else the broker's), read at start: on that
+    #: delivery the broker archives a record that comes back to it (released, or its lock
+    #: expired), so it is never delivered again.
+    delivery_count_limit: int = DEFAULT_DELIVERY_COUNT_LIMIT
+
+    @property
+    def last_attempt(self) -> int:
+        """The last delivery a receiver may hand back: ``maxDeliveryAttempts``, or the group's
+        delivery limit if that is lower (a record released there is archived unnamed)."""
+        return min(self.max_delivery_attempts, self.delivery_count_limit)
 
     def consumer_config(self, receiver_id: int) -> dict[str, str]:
         """librdkafka share-consumer config of receiver ``receiver_id``: a share-group member."""

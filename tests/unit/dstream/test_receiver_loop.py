@@ -66,6 +66,13 @@ class FakePartition:
     partition: int
 
 
+@dataclass(frozen=True)
+class FakePosition:
+    topic: str
+    partition: int
+    offset: int
+
+
 class FakeError:
     def __init__(self, name: str, fatal: bool = False) -> None:
         self._name, self._fatal = name, fatal
@@ -90,6 +97,9 @@ class FakeConsumer:
         self.assigned: list[FakePartition] = []
         self.paused: set[FakePartition] = set()
         self.rebalances: list[tuple[str, list[FakePartition]]] = []
+        #: (records put in the call's result first, rebalances then, the new fetch or None)
+        self.mid_call: tuple[int, list[tuple[str, list[FakePartition]]], Any] | None = None
+        self.positions: dict[tuple[str, int], int] = {}
         self.asked: list[int] = []
 
     def subscribe(self, topics: list[str], **callbacks: Callable[..., None]) -> None:
@@ -99,23 +109,51 @@ class FakeConsumer:
         self.queue.extend(messages)
 
     def consume(self, num_messages: int, timeout: float) -> list[FakeMessage]:
+        """As librdkafka's: rebalances queued now are served first; one queued in
+        ``mid_call`` is served after the call has put that many records in its result."""
         self.asked.append(num_messages)
-        while self.rebalances:
-            kind, parts = self.rebalances.pop(0)
+        self._serve(self.rebalances)
+        taken = self._take(num_messages)
+        if self.mid_call is not None:
+            after, rebalances, then = self.mid_call
+            self.mid_call = None
+            taken, rest = taken[:after], taken[after:]
+            self.queue = rest + self.queue
+            self._serve(rebalances)
+            if then is not None:
+                self.queue = then  # the fetch of the new assignment
+            taken += self._take(num_messages - len(taken))
+        return taken
+
+    def _serve(self, rebalances: list[tuple[str, list[FakePartition]]]) -> None:
+        while rebalances:
+            kind, parts = rebalances.pop(0)
             if kind == "assign":
                 self.assigned = list(parts)
+                for p in parts:  # a new assignment has no position until it hands a record
+                    self.positions.pop((p.topic, p.partition), None)
             self.callbacks[f"on_{kind}"](self, parts)
             self.events.append(
                 (f"{kind}-returned", ",".join(f"{p.topic}-{p.partition}" for p in parts))
             )
             if kind in ("revoke", "lost"):
                 self.assigned = [p for p in self.assigned if p not in parts]
+
+    def _take(self, n: int) -> list[FakeMessage]:
         ready = [
             m for m in self.queue if FakePartition(m.topic(), m.partition()) not in self.paused
         ]
-        taken = ready[:num_messages]
+        taken = ready[:n]
         self.queue = [m for m in self.queue if m not in taken]
+        for m in taken:  # handed to the application: its position moves past it
+            self.positions[(m.topic(), m.partition())] = m.offset() + 1
         return taken
+
+    def position(self, parts: list[FakePartition]) -> list[FakePosition]:
+        return [
+            FakePosition(p.topic, p.partition, self.positions.get((p.topic, p.partition), -1001))
+            for p in parts
+        ]
 
     def assignment(self) -> list[FakePartition]:
         return list(self.assigned)

@@ -49,10 +49,19 @@ class FakeSupervisor:
     def check(self) -> None:
         pass
 
+    def claim(self) -> None:
+        pass
+
+    def release(self) -> None:
+        pass
+
     def start(self) -> None:
         pass
 
     def statuses(self) -> list[ReceiverStatus]:
+        return []
+
+    def all_statuses(self) -> list[ReceiverStatus]:
         return []
 
     def stop(self, *, graceful: bool) -> None:

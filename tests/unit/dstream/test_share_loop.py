@@ -84,8 +84,12 @@ class FakeShareConsumer:
         self.acks: list[tuple[int, str]] = []
         self.commits = 0
         self.callback: Any = None
+        #: The client refuses acknowledgements of these offsets (it knows their lock expired).
+        self.refuse: set[int] = set()
 
     def acknowledge(self, message: Msg, kind: str) -> None:
+        if message.offset() in self.refuse:
+            raise RuntimeError("record not in flight")
         self.events.calls.append(f"{kind} {message.offset()}")
         self.acks.append((message.offset(), kind))
 
@@ -120,7 +124,9 @@ def receiver(
     )
     import dataclasses
 
-    config = dataclasses.replace(config, lock_duration_s=lock_s)
+    config = dataclasses.replace(
+        config, lock_duration_s=lock_s, delivery_count_limit=kw.get("limit", 5)
+    )
     events = Events(fail)
     consumer = FakeShareConsumer(events)
     clock = Clock()
@@ -345,3 +351,91 @@ def test_a_lost_lock_is_warned_about_even_right_after_a_slow_poll_warning(
     assert "more than half the lock" in caplog.text
     assert "past their lock: they were not logged" in caplog.text
     assert (rcv.status.records, rcv.status.lock_expired) == (1, 1)
+
+
+# -- a record held past its lock on its last delivery -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("count", "attempts", "limit", "acks", "logged", "expired"),
+    [
+        # The group's last delivery: the broker archives it when the lock expires, so the
+        # receiver logs it anyway (a review found it released, archived and never named).
+        pytest.param(5, 5, 5, [(7, "ACCEPT")], 1, 0, id="last delivery, defaults"),
+        pytest.param(5, 7, 5, [(7, "ACCEPT")], 1, 0, id="the group's limit below attempts"),
+        # Not the group's last: released, delivered again (and rejected unseen, named, if it is
+        # past maxDeliveryAttempts then).
+        pytest.param(4, 5, 5, [(7, "RELEASE")], 0, 1, id="the group delivers it again"),
+        pytest.param(3, 3, 5, [(7, "RELEASE")], 0, 1, id="past attempts, below the limit"),
+    ],
+)
+def test_a_record_held_past_its_lock_on_the_groups_last_delivery_is_logged_anyway(
+    tmp_path: Path,
+    count: int,
+    attempts: int,
+    limit: int,
+    acks: list[tuple[int, str]],
+    logged: int,
+    expired: int,
+) -> None:
+    clock_box: list[Clock] = []
+
+    def slow(_record: Any) -> None:
+        clock_box[0].now += 31.0  # recordCheck slower than a 30 s lock
+
+    rcv, consumer, clock, named = receiver(
+        tmp_path, check=slow, attempts=attempts, limit=limit, lock_s=30.0
+    )
+    clock_box.append(clock)
+    rcv.take([Msg(7, b"v", count=count)], polled=clock.now)
+    assert consumer.acks == acks
+    assert named == []
+    assert (rcv.status.records, rcv.status.logged_late) == (logged, logged)
+    assert rcv.status.lock_expired == expired
+    assert len(blocks(tmp_path)) == logged
+
+
+def test_a_late_last_delivery_whose_accept_is_refused_counts_as_a_possible_repeat(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock_box: list[Clock] = []
+
+    def slow(_record: Any) -> None:
+        clock_box[0].now += 31.0
+
+    class TP:
+        topic, partition = "t", 0
+
+    rcv, consumer, clock, _ = receiver(tmp_path, check=slow, attempts=5, limit=5)
+    clock_box.append(clock)
+    with caplog.at_level(logging.WARNING):
+        rcv.take([Msg(7, b"v", count=5)], polled=clock.now)
+    assert "share.delivery.count.limit=5): the broker archives them" in caplog.text
+    rcv.on_acknowledged({TP(): {7}}, "INVALID_RECORD_STATE")  # the broker archived it first
+    consumer.refuse = {8}  # the client itself refuses: the lock expired
+    rcv.take([Msg(8, b"w", count=5)], polled=clock.now)
+    assert (rcv.status.records, rcv.status.accept_refused, rcv.status.ack_failures) == (2, 2, 2)
+
+
+def test_a_last_delivery_that_cannot_be_logged_is_rejected_and_named(tmp_path: Path) -> None:
+    rcv, consumer, _clock, named = receiver(tmp_path, fail=True, attempts=5, limit=5)
+    with pytest.raises(OSError, match="No space left"):
+        rcv.take([Msg(0, b"a", count=5), Msg(1, b"b", count=2)], polled=100.0)
+    # The broker archives the first when it comes back: named; the second comes back.
+    assert consumer.acks == [(0, "REJECT")]
+    assert [(e["offset"], e["delivery_count"]) for e in named] == [(0, 5)]
+    assert "could not be logged: OSError" in named[0]["reason"]
+
+
+def test_a_refused_record_on_the_groups_last_delivery_is_rejected_not_released(
+    tmp_path: Path,
+) -> None:
+    def check(_record: Any) -> None:
+        raise ValueError("cannot parse")
+
+    # maxDeliveryAttempts above the group's limit: released on delivery 5, the broker would
+    # archive it unnamed.
+    rcv, consumer, _clock, named = receiver(tmp_path, check=check, attempts=7, limit=5)
+    rcv.take([Msg(3, b"bad", count=4), Msg(4, b"bad", count=5)], polled=100.0)
+    assert consumer.acks == [(3, "RELEASE"), (4, "REJECT")]
+    assert [e["offset"] for e in named] == [4]

@@ -13,7 +13,12 @@ The loop is Spark's ``KafkaReceiver`` with its ``ReliableKafkaReceiver`` rules:
 - on revocation, the block being filled is logged and committed before the callback returns,
   so everything received from the revoked partitions is in the log before they are given up;
   on a lost assignment (the member was dropped), its records are discarded uncommitted, and the
-  next owner reads them from the last commit;
+  next owner reads them from the last commit. Rebalance callbacks run inside ``consume()``, and
+  a read takes several calls (for its byte budget), so the callbacks also log (revoked) or drop
+  (lost) what the read's earlier calls received; records that a call handed over *before* the
+  callback that took their partition away are dropped, uncommitted: they are told apart by the
+  partition's position when the callback ran (:mod:`~kafka_direct.dstream.receiver.rebalance`).
+  A block's range per partition runs from its lowest offset to one past its highest;
 - ``maxRatePerReceiver`` caps records per second, and while the log holds ``maxPendingBlocks``
   or more unprocessed blocks it pauses its partitions (``consumer.pause``), which also empties
   librdkafka's prefetch queue, so memory stays flat whatever the backlog;
@@ -43,7 +48,9 @@ from kafka_direct.dstream.receiver.base import PENDING_EVERY_S, BaseReceiver, Re
 from kafka_direct.dstream.receiver.commit_ledger import RETRY_EVERY_S, CommitLedger
 from kafka_direct.dstream.receiver.control import ReceiverSignals, ReceiverStatus
 from kafka_direct.dstream.receiver.policy import BlockCutter, PauseRule, RateLimiter
+from kafka_direct.dstream.receiver.rebalance import Cut, split_at_rebalance
 from kafka_direct.dstream.receiver.wal import BlockMeta, BlockWriter
+from kafka_direct.errors import StreamStateError
 
 __all__ = ["Receiver", "ReceiverSpec"]
 
@@ -63,13 +70,16 @@ class _Block:
     size: int = 0
     opened_at: float | None = None
 
-    def add(self, tp: tuple[str, int], batch: pa.RecordBatch, first: int, last: int) -> None:
+    def add(self, tp: tuple[str, int], batch: pa.RecordBatch, low: int, high: int) -> None:
         self.batches.append(batch)
         seen = self.ranges.get(tp)
         if seen is None:
-            self.ranges[tp] = [first, last + 1, batch.num_rows]
+            self.ranges[tp] = [low, high + 1, batch.num_rows]
         else:
-            seen[1], seen[2] = last + 1, seen[2] + batch.num_rows
+            # Lowest and highest, not first and last: a range is never inverted, whatever order
+            # the records came in.
+            seen[0], seen[1] = min(seen[0], low), max(seen[1], high + 1)
+            seen[2] += batch.num_rows
         self.records += batch.num_rows
         self.size += batch.nbytes
 
@@ -128,6 +138,12 @@ class Receiver(BaseReceiver):
         self.cutter = BlockCutter(config.block_interval_s)
         self.rule = PauseRule(config.max_pending_blocks)
         self.block = _Block()
+        #: The last offset the consumer handed over, per partition, before the running call.
+        self._handed: dict[tuple[str, int], int] = {}
+        #: The running read's records, not in the block yet (a rebalance callback sees them).
+        self._reading: list[Any] = []
+        #: Partitions revoked or lost inside the running consume() call, each time it happened.
+        self._cuts: dict[tuple[str, int], list[Cut]] = {}
         #: The mean size of the records received so far: sizes the first chunk of a read.
         self._record_bytes: float | None = None
         self._repause = False
@@ -155,7 +171,8 @@ class Receiver(BaseReceiver):
         self._apply_pause(now)
         if self.paused:
             # Serves rebalances; a partition assigned meanwhile may still hand over records.
-            self._take(self.consumer.consume(num_messages=_MAX_CONSUME, timeout=0.1))
+            self._consume(_MAX_CONSUME, 0.1)
+            self._take_read()
             if self._repause:
                 self._pause_assignment()
             return
@@ -177,10 +194,10 @@ class Receiver(BaseReceiver):
             self._record_bytes,
             headers=self.spec.config.include_headers,
         )
+        self._take_read()
         if messages:
             self._record_bytes = self.block.mean_record_bytes() or self._record_bytes
         self.limiter.take(len(messages))
-        self._take(messages)
         self._report_now(self._clock())
 
     def flush(self, why: str) -> None:
@@ -228,7 +245,49 @@ class Receiver(BaseReceiver):
     # -- what the consumer hands over ----------------------------------------------------------
 
     def _consume(self, n: int, timeout: float) -> list[Any]:
-        return list(self.consumer.consume(num_messages=n, timeout=timeout))
+        """One ``consume()`` call of a read. Its records join the read's, where a rebalance
+        served by the read's next call finds them, less those of partitions that a rebalance
+        inside this very call took away."""
+        self._cuts = {}
+        messages = list(self.consumer.consume(num_messages=n, timeout=timeout))
+        cuts, self._cuts = self._cuts, {}
+        self._reading.extend(self._after_rebalance(messages, cuts) if cuts else messages)
+        for message in messages:
+            if message.error() is None:
+                self._handed[(message.topic(), message.partition())] = message.offset()
+        return messages
+
+    def _after_rebalance(
+        self, messages: list[Any], cuts: dict[tuple[str, int], list[Cut]]
+    ) -> list[Any]:
+        """``messages`` less the records a rebalance inside their call made stale
+        (:func:`~kafka_direct.dstream.receiver.rebalance.split_at_rebalance`)."""
+        twice = sorted(f"{t}-{p}" for (t, p), seen in cuts.items() if len(seen) > 1)
+        if twice:
+            # Which record came from which assignment cannot be told: start again from the
+            # group's commits (nothing this receiver has not logged was committed).
+            raise StreamStateError(
+                f"Receiver {self.spec.receiver}: partition(s) {', '.join(twice)} were revoked "
+                "twice within one consume() call; the receiver restarts from the group's "
+                "committed offsets"
+            )
+        assigned = {(p.topic, p.partition) for p in self.consumer.assignment()}
+        kept, dropped = split_at_rebalance(
+            messages, {tp: seen[0] for tp, seen in cuts.items()}, assigned
+        )
+        if dropped:
+            log.info(
+                "Receiver %d: %s came in the same read as the rebalance that took the partition "
+                "away; not logged, not committed (its next owner reads them from the group's "
+                "last commit)",
+                self.spec.receiver,
+                ", ".join(f"{n} record(s) of {t}-{p}" for (t, p), n in sorted(dropped.items())),
+            )
+        return kept
+
+    def _take_read(self) -> None:
+        reading, self._reading = self._reading, []
+        self._take(reading)
 
     def _take(self, messages: Iterable[Any]) -> None:
         by_tp: dict[tuple[str, int], list[Any]] = {}
@@ -246,12 +305,14 @@ class Receiver(BaseReceiver):
             record_batch = to_record_batch(
                 topic, partition, batch, self.spec.config.include_headers
             )
-            self.block.add((topic, partition), record_batch, batch[0].offset(), batch[-1].offset())
+            offsets = [m.offset() for m in batch]
+            self.block.add((topic, partition), record_batch, min(offsets), max(offsets))
 
     def abandon(self) -> None:
         """Forget what is not logged yet (never committed: Kafka delivers it again), so that
         leaving the group after a failure logs and commits nothing more."""
         self.block = _Block()
+        self._reading = []
 
     # -- rebalances ----------------------------------------------------------------------------
 
@@ -283,16 +344,30 @@ class Receiver(BaseReceiver):
                 ", ".join(f"{t}-{p}@{o}" for (t, p), o in sorted(ahead.items())),
             )
 
+    def _cut(self, partitions: list[Any]) -> None:
+        """Partitions going away inside the running consume() call: note where each stood, so
+        that the records the call handed over before now can be told from later ones."""
+        # A local call; if it fails, the receiver fails and restarts from the group's commits.
+        positions = {(p.topic, p.partition): p.offset for p in self.consumer.position(partitions)}
+        for p in partitions:
+            tp = (p.topic, p.partition)
+            self._cuts.setdefault(tp, []).append((self._handed.get(tp), positions.get(tp)))
+
     def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
+        self._cut(partitions)
         # Before the partitions go: everything received is logged, then committed.
+        self._take_read()
         self.flush("revoked")
         gone = {f"{p.topic}-{p.partition}" for p in partitions}
         self.status.assignment = [n for n in self.status.assignment if n not in gone]
         log.info("Receiver %d gives up %s", self.spec.receiver, ", ".join(sorted(gone)))
 
     def _on_lost(self, consumer: Any, partitions: list[Any]) -> None:
+        self._cut(partitions)
         lost = {(p.topic, p.partition) for p in partitions}
-        dropped = self.block.drop(lost)
+        reading = [m for m in self._reading if (m.topic(), m.partition()) not in lost]
+        dropped = self.block.drop(lost) + len(self._reading) - len(reading)
+        self._reading = reading
         gone = {f"{t}-{p}" for t, p in lost}
         self.status.assignment = [n for n in self.status.assignment if n not in gone]
         log.warning(

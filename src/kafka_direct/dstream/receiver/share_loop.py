@@ -9,14 +9,22 @@ One turn of the loop (:meth:`ShareReceiver.step`):
    for the group's ``share.record.lock.duration.ms``;
 2. each record is checked: one delivered more than ``maxDeliveryAttempts`` times is rejected
    unseen (every earlier delivery ended unlogged: a holder died, or a lock expired first);
-   else ``recordCheck`` runs, if given, and a
-   record it refuses is released for another attempt, or rejected on its last one. A rejected
-   record is named (topic, partition, offset, delivery count) in ``control/``;
-3. if the batch was held as long as the lock, it is not logged: the broker has handed it on
-   already, and the receiver warns with the setting to change (``lock_expired`` in its status;
-   the driver counts it in the batch's ``lock_expired_records`` and warns too);
+   else ``recordCheck`` runs, if given, and a record it refuses is released for another
+   attempt, or rejected on its last one (``maxDeliveryAttempts``, or the group's
+   ``share.delivery.count.limit`` if lower: released there, the broker would archive it
+   unnamed). A rejected record is named (topic, partition, offset, delivery count) in
+   ``control/``;
+3. if the batch was held as long as the lock, the broker has taken it back: a record it will
+   deliver again is released, not logged, and the receiver warns with the setting to change
+   (``lock_expired`` in its status; the driver counts it in the batch's
+   ``lock_expired_records`` and warns too). A record on the group's last delivery
+   (``share.delivery.count.limit``) is logged anyway (``logged_late``): the broker archives it
+   and no receiver would ever see it again. Its ``ACCEPT`` may be refused, which counts it as
+   a possible repeat;
 4. the rest is logged as one block (:meth:`~kafka_direct.dstream.wal.BlockWriter.append`:
-   fsynced when it returns), and **only then** acknowledged ``ACCEPT``;
+   fsynced when it returns), and **only then** acknowledged ``ACCEPT``. If the log cannot be
+   written, the records on the group's last delivery are rejected and named before the
+   receiver fails (the broker would archive them unnamed), and the others come back;
 5. the acknowledgements travel with the next ``poll``, and with a ``commit_sync`` at least every
    ``ackCommitInterval`` (a quarter of the lock at most).
 
@@ -53,6 +61,11 @@ log = logging.getLogger(__name__)
 _POLL_TIMEOUT_S = 0.5
 #: Setting named when records outlive their lock.
 LOCK_SETTING = "share.record.lock.duration.ms"
+
+
+def _count(message: Any) -> int:
+    """The record's delivery count (1 if the client does not say)."""
+    return int(message.delivery_count() or 1)
 
 
 class AckTypes:
@@ -134,13 +147,12 @@ class ShareReceiver(BaseReceiver):
     def take(self, messages: list[Any], polled: float) -> None:
         """Check, log and acknowledge one poll's records (all of them, as the client requires)."""
         keep: dict[tuple[str, int], list[Any]] = {}
-        redelivered = 0
         for message in messages:
             error = message.error()
             if error is not None:
                 self._consumer_error(error)
                 continue
-            count = int(message.delivery_count() or 1)
+            count = _count(message)
             if count > self.config.max_delivery_attempts:
                 self._reject(
                     message,
@@ -153,18 +165,20 @@ class ShareReceiver(BaseReceiver):
             if not self._passes(message, count):
                 continue
             keep.setdefault((message.topic(), message.partition()), []).append(message)
-            redelivered += count > 1
         held = self._clock() - polled
-        kept = [m for batch in keep.values() for m in batch]
-        if kept and held >= self.config.lock_duration_s:
-            self._expired(kept, held)
-            return
-        if kept:
-            self._log_block(keep, redelivered)
-            for message in kept:  # only now: the block is durable
-                self._acknowledge(message, ACCEPT)
-        if held > self.config.lock_duration_s / 2:
-            self._warn_lock(held, len(kept), expired=False)
+        late = bool(keep) and held >= self.config.lock_duration_s
+        if late:
+            keep = self._expired(keep, held)
+        elif held > self.config.lock_duration_s / 2:
+            self._warn_lock(held, sum(map(len, keep.values())), "slow")
+        if keep:
+            self._log_or_name(keep)
+            for message in (m for batch in keep.values() for m in batch):
+                # Only now: the block is durable.
+                if late:
+                    self._accept_late(message)
+                else:
+                    self._acknowledge(message, ACCEPT)
 
     def flush_acks(self, *, force: bool = False) -> None:
         """Send pending acknowledgements when ``ackCommitInterval`` has passed (or ``force``)."""
@@ -236,7 +250,8 @@ class ShareReceiver(BaseReceiver):
             check(record)
         except Exception as exc:  # noqa: BLE001 - the user's check refused the record
             why = f"recordCheck raised {type(exc).__name__}: {exc}"
-            if count >= self.config.max_delivery_attempts:
+            if count >= self.config.last_attempt:
+                # Released here, it would be archived unnamed by the broker at its limit.
                 self._reject(message, count, why)
             else:
                 self._acknowledge(message, RELEASE)
@@ -248,7 +263,7 @@ class ShareReceiver(BaseReceiver):
                     message.partition(),
                     message.offset(),
                     count,
-                    self.config.max_delivery_attempts,
+                    self.config.last_attempt,
                     why,
                 )
             return False
@@ -280,8 +295,9 @@ class ShareReceiver(BaseReceiver):
         except OSError as exc:  # the warning above names it too
             log.warning("Could not record the rejected record in walDir: %s", exc)
 
-    def _log_block(self, keep: dict[tuple[str, int], list[Any]], redelivered: int) -> None:
+    def _log_block(self, keep: dict[tuple[str, int], list[Any]]) -> None:
         batches, ranges, records = [], [], 0
+        redelivered = sum(_count(m) > 1 for batch in keep.values() for m in batch)
         for (topic, partition), batch in sorted(keep.items()):
             batches.append(to_record_batch(topic, partition, batch, self.config.include_headers))
             offsets = [m.offset() for m in batch]
@@ -301,27 +317,84 @@ class ShareReceiver(BaseReceiver):
         self.status.blocks += 1
         self.status.redelivered += redelivered
 
-    def _expired(self, kept: list[Any], held: float) -> None:
-        # The broker has handed these records on: logging them now would only log a repeat.
-        # They still count as polled, and the client wants every one acknowledged.
-        for message in kept:
-            # No longer in flight (the client may say so): there is nothing to hand back.
-            with contextlib.suppress(Exception):
-                self._acknowledge(message, RELEASE)
-        self.status.lock_expired += len(kept)
-        self._warn_lock(held, len(kept), expired=True)
+    def _expired(
+        self, keep: dict[tuple[str, int], list[Any]], held: float
+    ) -> dict[tuple[str, int], list[Any]]:
+        """Records held past their lock: the broker has taken them back. Those it will deliver
+        again are released, not logged (logging them now would only log a repeat); those on the
+        group's last delivery it archives (KIP-932: a record back from a member with a delivery
+        count at ``share.delivery.count.limit`` is archived, never delivered again), so they
+        are the ones returned: logged anyway, or lost."""
+        final: dict[tuple[str, int], list[Any]] = {}
+        again = 0
+        for tp, batch in keep.items():
+            for message in batch:
+                if _count(message) >= self.config.delivery_count_limit:
+                    final.setdefault(tp, []).append(message)
+                    continue
+                again += 1
+                # No longer in flight (the client may say so): there is nothing to hand back.
+                with contextlib.suppress(Exception):
+                    self._acknowledge(message, RELEASE)
+        self.status.lock_expired += again
+        if again:
+            self._warn_lock(held, again, "expired")
+        late = sum(map(len, final.values()))
+        if late:
+            self.status.logged_late += late
+            self._warn_lock(held, late, "last")
+        return final
 
-    def _warn_lock(self, held: float, records: int, *, expired: bool) -> None:
-        what = (
-            f"held {records} record(s) for {held:.1f} s, past their lock: they were not logged "
-            "and the group delivers them again"
-            if expired
-            else f"took {held:.1f} s from poll to log, more than half the lock"
-        )
+    def _log_or_name(self, keep: dict[tuple[str, int], list[Any]]) -> None:
+        """Log ``keep`` as one block. If the log cannot be written, the records on the group's
+        last delivery are rejected and named before the failure ends the receiver: the broker
+        archives them when they come back to it, so no receiver would ever see them again."""
+        try:
+            self._log_block(keep)
+        except OSError as exc:
+            for message in (m for batch in keep.values() for m in batch):
+                count = _count(message)
+                if count >= self.config.delivery_count_limit:
+                    self._reject(
+                        message,
+                        count,
+                        f"its last delivery (share.delivery.count.limit="
+                        f"{self.config.delivery_count_limit}) could not be logged: "
+                        f"{type(exc).__name__}: {exc}",
+                    )
+            raise
+
+    def _accept_late(self, message: Any) -> None:
+        try:
+            self._acknowledge(message, ACCEPT)
+        except Exception as exc:  # noqa: BLE001 - the client knows the lock expired
+            # Logged already: counted as a refused ACCEPT (a possible repeat), as the broker's.
+            self.status.ack_failures += 1
+            self.status.accept_refused += 1
+            log.info(
+                "Share receiver %d: the client refused to acknowledge %s-%d@%d: %s",
+                self.spec.receiver,
+                message.topic(),
+                message.partition(),
+                message.offset(),
+                exc,
+            )
+
+    def _warn_lock(self, held: float, records: int, kind: str) -> None:
+        what = {
+            "slow": f"took {held:.1f} s from poll to log, more than half the lock",
+            "expired": f"held {records} record(s) for {held:.1f} s, past their lock: they were "
+            "not logged and the group delivers them again",
+            "last": f"held {records} record(s) for {held:.1f} s, past their lock, on their last "
+            f"delivery (group config share.delivery.count.limit="
+            f"{self.config.delivery_count_limit}): the broker archives them and never delivers "
+            "them again, so they are logged anyway; their ACCEPT may be refused (counted as a "
+            "possible repeat)",
+        }[kind]
         self._warnings.log(
             log,
             logging.WARNING,
-            "lock expired" if expired else "lock slow",
+            f"lock {kind}",
             "Share receiver %d %s. Raise the group config %s (now %.0f ms; broker default "
             "group.share.record.lock.duration.ms), or make recordCheck faster.",
             self.spec.receiver,

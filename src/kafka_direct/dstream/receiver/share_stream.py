@@ -7,11 +7,13 @@ log, the batches over its blocks, recovery of unprocessed blocks after a driver 
 lifecycle. What differs is upstream: the receivers are members of a *share* group, so any number
 of them read the same partitions, each record goes to one of them, and a receiver acknowledges a
 record (``ACCEPT``) only once its block is in the log. At start the driver reads the group's
-lock duration and delivery limit (:mod:`kafka_direct.kafka.share_groups`), refuses an
-``ackCommitInterval`` that is not well inside the lock, and warns when the broker would archive a
-record before ``maxDeliveryAttempts`` is reached (it would not be named). Each batch, the records
-the receivers rejected since the last one are logged here, in the driver, and kept in
-:attr:`ShareKafkaStream.rejected`.
+lock duration and delivery limit (:mod:`kafka_direct.kafka.share_groups`) and hands both to the
+receivers, refuses an ``ackCommitInterval`` that is not well inside the lock, and warns when the
+broker could archive a record unnamed: when ``maxDeliveryAttempts`` is not below the group's
+delivery limit, a record whose last delivery ends with its receiver (killed, hung) is archived
+without any receiver seeing it again. Each batch, the records the receivers rejected since the
+last one are logged here, in the driver (only the new lines of each receiver's file are read),
+and kept in :attr:`ShareKafkaStream.rejected`.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 
 from kafka_direct.config.share import ShareStreamConfig, check_lock_budget
 from kafka_direct.dstream.lifecycle import JobControl
-from kafka_direct.dstream.receiver.control import read_rejected
+from kafka_direct.dstream.receiver.control import RejectionReader, read_rejected
 from kafka_direct.dstream.receiver.share_acks import LockWatch, lock_warning
 from kafka_direct.dstream.receiver.stream import ReceiverKafkaStream
 from kafka_direct.dstream.receiver.supervisor import ReceiverSupervisor
@@ -59,7 +61,7 @@ class ShareKafkaStream(ReceiverKafkaStream):
                 ReceiverSupervisor, task=share_receiver_task, check_cluster=check_share_cluster
             ),
         )
-        self._seen_rejections = 0
+        self._rejections: RejectionReader | None = None
         self.group_settings: Any = None
         self._lock_watch = LockWatch()
         # Once a minute at most: a lock too short for the load loses locks every batch.
@@ -88,16 +90,22 @@ class ShareKafkaStream(ReceiverKafkaStream):
         self.group_settings = settings
         lock_s = settings.lock_duration_ms / 1000
         check_lock_budget(self.config, lock_s)
-        if self.config.max_delivery_attempts > settings.delivery_count_limit:
+        limit = settings.delivery_count_limit
+        if self.config.max_delivery_attempts >= limit:
             log.warning(
-                "Stream %s: maxDeliveryAttempts=%d, but share group '%s' archives a record after "
-                "%d deliveries (group config share.delivery.count.limit): such records are "
-                "dropped by the broker without being named. Lower maxDeliveryAttempts, or raise "
-                "share.delivery.count.limit.",
+                "Stream %s: maxDeliveryAttempts=%d, and share group '%s' archives a record on "
+                "its delivery %d (group config share.delivery.count.limit): a record whose "
+                "delivery %d ends without its receiver (killed or hung before it logged the "
+                "record) is archived by the broker unnamed, never in stream.rejected. Set "
+                "maxDeliveryAttempts to %d or less (the receivers then reject and name such a "
+                "record on delivery %d), or raise share.delivery.count.limit above it.",
                 self.group_id,
                 self.config.max_delivery_attempts,
                 self.config.group,
-                settings.delivery_count_limit,
+                limit,
+                limit,
+                limit - 1,
+                limit,
             )
         if settings.auto_offset_reset == "latest":
             log.info(
@@ -106,9 +114,12 @@ class ShareKafkaStream(ReceiverKafkaStream):
                 "joined are not delivered",
                 self.config.group,
             )
-        self.config = dataclasses.replace(self.config, lock_duration_s=lock_s)
+        self.config = dataclasses.replace(
+            self.config, lock_duration_s=lock_s, delivery_count_limit=limit
+        )
         # Rejections of earlier runs were reported by them: count only this run's.
-        self._seen_rejections = len(read_rejected(self.config.wal_dir or ""))
+        self._rejections = RejectionReader(self.config.wal_dir or "")
+        self._rejections.skip_existing()
         super().start()
 
     @property
@@ -118,9 +129,7 @@ class ShareKafkaStream(ReceiverKafkaStream):
         return [] if self.wal_dir is None else read_rejected(self.wal_dir)
 
     def _new_rejections(self) -> int:
-        rejected = self.rejected
-        new = rejected[self._seen_rejections :]
-        self._seen_rejections = len(rejected)
+        new = [] if self._rejections is None else self._rejections.read_new()
         for entry in new:
             log.warning(
                 "Stream %s: record %s-%s@%s rejected after %s deliveries: %s",
@@ -134,8 +143,10 @@ class ShareKafkaStream(ReceiverKafkaStream):
         return len(new)
 
     def _lock_progress(self) -> tuple[int, int]:
+        # Every attempt's last report: a dead attempt's counts are kept when it restarts.
+        statuses = [] if self._supervisor is None else self._supervisor.all_statuses()
         counts = self._lock_watch.since_last(
-            [(s.receiver, s.attempt, s.lock_expired, s.accept_refused) for s in self.receivers]
+            [(s.receiver, s.attempt, s.lock_expired, s.accept_refused) for s in statuses]
         )
         if counts:
             self._lock_warnings.log(

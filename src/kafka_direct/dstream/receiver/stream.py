@@ -107,8 +107,9 @@ class ReceiverKafkaStream(StreamLifecycle[ReceiverBatchInfo]):
         )
 
     def start(self) -> None:
-        """Check everything that can be checked (walDir, topics, task slots), recover the log of
-        an earlier run, start the receivers and the batch loop. Errors are raised here."""
+        """Check everything that can be checked (walDir, topics, task slots), take walDir over
+        (refused while another run's driver still beats there), recover the log of an earlier
+        run, start the receivers and the batch loop. Errors are raised here."""
         self._check_startable()
         root = self.wal_dir or tempfile.mkdtemp(prefix="kafka-direct-blocks-")
         self.wal_dir = root
@@ -118,11 +119,17 @@ class ReceiverKafkaStream(StreamLifecycle[ReceiverBatchInfo]):
             self._spark, self.config, root, self._run_id, on_failure=self._receiver_failed
         )
         supervisor.check()
-        self.recovery = self._log.recover()
-        if self._frame_builder == self._frame:
-            from kafka_direct.dstream.receiver.wal_source import register_wal_source
+        # Before the log is touched: a run still beating here keeps its directory.
+        supervisor.claim()
+        try:
+            self.recovery = self._log.recover()
+            if self._frame_builder == self._frame:
+                from kafka_direct.dstream.receiver.wal_source import register_wal_source
 
-            register_wal_source(self._spark)
+                register_wal_source(self._spark)
+        except BaseException:
+            supervisor.release()
+            raise
         self._supervisor = supervisor
         log.info(
             "Stream %s: starting %d receiver(s) on %s, %s in %s",

@@ -40,7 +40,9 @@ from kafka_direct.dstream.receiver.control import (
     DriverBeacon,
     ReceiverStatus,
     check_probe,
+    clear_statuses,
     read_status,
+    remove_status,
     write_probe,
 )
 from kafka_direct.dstream.receiver.loop import ReceiverSpec
@@ -61,6 +63,9 @@ log = logging.getLogger(__name__)
 #: How often the driver beats, and how long receivers wait for a silent driver.
 BEAT_INTERVAL_S = 2.0
 ORPHAN_TIMEOUT_S = 60.0
+#: How long a starting driver watches another run's heartbeat before it takes the walDir over
+#: (three beats: a live driver beats in that time, even a loaded one most often).
+CLAIM_WAIT_S = 3 * BEAT_INTERVAL_S
 #: Every receiver stream running in this driver, for the slot check.
 SLOTS = SlotLedger()
 
@@ -103,6 +108,11 @@ class ReceiverSupervisor:
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
         self._restarts = [0] * config.num_receivers
+        #: Each receiver's current attempt, and the last status of its attempts that ended
+        #: (their files are deleted once read: the driver keeps their counts).
+        self._attempts = [0] * config.num_receivers
+        self._ended: dict[tuple[int, int], ReceiverStatus] = {}
+        self._beat_thread: threading.Thread | None = None
         self.slots = 0
         self._app = str(getattr(self._sc, "applicationId", "") or id(self._sc))
 
@@ -163,15 +173,33 @@ class ReceiverSupervisor:
                 "directory (NFS or similar) at the same path on every node.",
             )
 
+    def claim(self, wait_s: float = CLAIM_WAIT_S) -> None:
+        """Take ``walDir`` over before anything in it is touched: refused (naming walDir) while
+        another run's heartbeat still advances (:meth:`DriverBeacon.claim`)."""
+        previous = self._beacon.claim(wait_s=wait_s)
+        if previous is not None:
+            log.info(
+                "walDir %s: taking over from run %s, whose driver no longer beats",
+                self.root,
+                previous,
+            )
+
+    def release(self) -> None:
+        """Mark this run stopped in ``driver.json`` (a start that failed after :meth:`claim`)."""
+        with contextlib.suppress(OSError):
+            self._beacon.release()
+
     # -- running --------------------------------------------------------------------------------
 
     def start(self) -> None:
         SLOTS.hold(self._app, self.run, self.config.num_receivers)
         self._beacon.clear()
         self._beacon.beat()
+        clear_statuses(self.root)  # earlier runs': this run's receivers write their own
         beat = threading.Thread(target=self._beat, name=f"kafka-direct-beat-{self.run}")
         beat.daemon = True
         beat.start()
+        self._beat_thread = beat
         for index in range(self.config.num_receivers):
             thread = threading.Thread(
                 target=self._supervise,
@@ -183,13 +211,23 @@ class ReceiverSupervisor:
             self._threads.append(thread)
 
     def statuses(self) -> list[ReceiverStatus]:
+        """Each receiver's current attempt, as it last reported itself."""
         out = []
         for index in range(self.config.num_receivers):
-            status = read_status(self.root, index)
+            attempt = self._attempts[index]
+            status = read_status(self.root, index, attempt)
             if status is None or status.run != self.run:
-                status = ReceiverStatus(index, self.run)
+                # Ended (and not restarted: its last report, with its error), or not started.
+                ended = self._ended.get((index, attempt))
+                status = ended or ReceiverStatus(index, self.run, attempt=attempt)
             out.append(status)
         return out
+
+    def all_statuses(self) -> list[ReceiverStatus]:
+        """Every attempt of every receiver: those that ended (their last report) and the
+        current ones. What the driver adds counters up from."""
+        current = [s for s in self.statuses() if (s.receiver, s.attempt) not in self._ended]
+        return [*self._ended.values(), *current]
 
     @property
     def restarts(self) -> list[int]:
@@ -213,6 +251,9 @@ class ReceiverSupervisor:
                 thread.join(10.0)
         SLOTS.release(self._app, self.run)
         self._beacon.clear()
+        if self._beat_thread is not None:
+            self._beat_thread.join(BEAT_INTERVAL_S + 1.0)
+        self.release()
 
     def _watch_idle(self, watch: IdleWatch) -> None:
         """Warn about receivers that have run without a partition for IDLE_WARNING_S."""
@@ -269,8 +310,13 @@ class ReceiverSupervisor:
                 error = exc
             if self._stopping.is_set():
                 return
-            status = read_status(self.root, index)
+            status = read_status(self.root, index, attempt)
             mine = status is not None and status.run == self.run and status.attempt == attempt
+            if mine and status is not None:
+                # Its last report holds counts the driver has not added up yet: kept here,
+                # so the next attempt's file starts afresh and nothing is overwritten.
+                self._ended[(index, attempt)] = status
+                remove_status(self.root, index, attempt)
             reason = _reason(status if mine else None, error)
             decision = policy.failed(
                 time.monotonic() - began, fatal=mine and status is not None and status.fatal
@@ -283,6 +329,7 @@ class ReceiverSupervisor:
                 return
             self._restarts[index] += 1
             attempt += 1
+            self._attempts[index] = attempt
             log.warning(
                 "Receiver %d died: %s. Restarting it in %.1f s (restart %d)",
                 index,

@@ -9,6 +9,7 @@ Layout of ``walDir``::
     blocks/.NAME.tmp     a block being written: never committed, so removed at start
     volatile/RUN/        writeAheadLog=False: run RUN's blocks, never fsynced, removed at start
     done/NAME.arrow      processed blocks, deleted after the next batch
+    invalid/NAME.arrow   blocks no batch could read (an unreadable footer), set aside (wal_log)
     control/             the driver's heartbeat, stop markers, receiver status (receiver_control)
 
 **The order of one append** (:meth:`BlockWriter.append`), which is the whole point of the log:
