@@ -37,9 +37,11 @@ __all__ = [
     "PARTITION",
     "TOPIC",
     "CallRecord",
+    "CatchingUpLeader",
     "Entry",
     "FakeClock",
     "FakeConsumer",
+    "FakeGroupConsumer",
     "FakeLog",
     "FakeMessage",
     "aborted",
@@ -485,3 +487,130 @@ class FakeConsumer:
         self._eof_at = end
         self._queue.append(error_event(KafkaError._PARTITION_EOF, end))
         return True
+
+
+class FakeGroupConsumer:
+    """A ``confluent_kafka.Consumer`` assigned several partitions at once (a packed task's), each
+    a :class:`FakeConsumer` over its own :class:`FakeLog`, whose records share one queue.
+
+    ``consume(n, timeout)`` takes what each assigned partition has queued, in turn, fetching a
+    round for every assigned partition while it has fewer than ``n`` events, and waits (on the
+    clock) as :class:`FakeConsumer` does when it comes up short. ``assign`` replaces the whole
+    assignment (unassigned partitions stop fetching and lose their queue, as librdkafka's
+    ``assign``). ``before_consume``: called before each call (a partition that keeps receiving
+    records, say). Per-partition knobs (``paused``, ``watermarks``...) are set on
+    :attr:`parts`.
+    """
+
+    def __init__(
+        self,
+        logs: dict[tuple[str, int], FakeLog],
+        *,
+        clock: FakeClock | None = None,
+        max_calls: int = 100_000,
+        **kwargs: Any,
+    ) -> None:
+        self.parts = {
+            tp: FakeConsumer(log, topic=tp[0], partition=tp[1], **kwargs)
+            for tp, log in logs.items()
+        }
+        self.clock = clock
+        self.max_calls = max_calls
+        self.assignments: list[list[tuple[str, int, int]]] = []
+        self.calls = 0
+        self.waits: list[float] = []
+        self.closed = False
+        self.before_consume: Callable[[], None] | None = None
+        self._assigned: list[tuple[str, int]] = []
+
+    def assign(self, partitions: Sequence[Any]) -> None:
+        if self.closed:
+            raise RuntimeError("Consumer closed")
+        wanted = [(tp.topic, tp.partition, tp.offset) for tp in partitions]
+        self.assignments.append(wanted)
+        for part in self.parts.values():
+            part._queue.clear()
+            part._fetch_pos = part._app_pos = None
+        for t, p, offset in wanted:
+            self.parts[(t, p)].assign([_TopicPartition(t, p, offset)])
+        self._assigned = [(t, p) for t, p, _ in wanted]
+
+    def consume(self, num_messages: int = 1, timeout: float = -1) -> list[FakeMessage]:
+        if self.closed:
+            raise RuntimeError("Consumer closed")
+        if timeout is None or timeout < 0:
+            raise AssertionError("the fetcher must never consume without a timeout")
+        self.calls += 1
+        if self.calls > self.max_calls:
+            raise AssertionError(f"runaway fetch loop: {self.calls} consume calls")
+        if self.before_consume is not None:
+            self.before_consume()
+        parts = [self.parts[tp] for tp in self._assigned]
+        out: list[FakeMessage] = []
+        while True:
+            for part in parts:
+                while part._queue and len(out) < num_messages:
+                    out.append(_of_partition(part._queue.popleft(), part))
+            if len(out) >= num_messages:
+                break
+            fetched = [part._fetch_round() for part in parts]
+            if not any(fetched):
+                break
+        if len(out) < num_messages:
+            self.waits.append(timeout)
+            if self.clock is not None:
+                self.clock.advance(timeout)
+        return out
+
+    def get_watermark_offsets(
+        self, partition: Any, timeout: float | None = None, cached: bool = False
+    ) -> tuple[int, int]:
+        return self.parts[(partition.topic, partition.partition)].get_watermark_offsets(
+            partition, timeout, cached
+        )
+
+    @property
+    def watermark_calls(self) -> int:
+        return sum(part.watermark_calls for part in self.parts.values())
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _of_partition(message: FakeMessage, part: FakeConsumer) -> FakeMessage:
+    """``message`` as librdkafka hands it out of a shared queue: an event names its partition
+    too (:func:`error_event` makes them for the default partition)."""
+    if message.is_data:
+        return message
+    return FakeMessage(
+        offset=message.offset(), error=message.error(), topic=part.topic, partition=part.partition
+    )
+
+
+@dataclass(frozen=True)
+class _TopicPartition:
+    """What :meth:`FakeConsumer.assign` reads of confluent-kafka's ``TopicPartition``."""
+
+    topic: str
+    partition: int
+    offset: int
+
+
+class CatchingUpLeader(FakeConsumer):
+    """A partition whose new leader's high watermark lags its predecessor's (KAFKA-7703): the
+    log ends ``behind`` records short until the leader has answered ``lagging`` watermark
+    requests; then its followers have caught up, and the records are there to fetch."""
+
+    def __init__(self, log: FakeLog, *, behind: int, lagging: int, **kwargs: Any) -> None:
+        super().__init__(log, **kwargs)
+        self.behind = behind
+        self.lagging = lagging
+
+    def get_watermark_offsets(
+        self, partition: Any, timeout: float | None = None, cached: bool = False
+    ) -> tuple[int, int]:
+        answer = super().get_watermark_offsets(partition, timeout, cached)
+        self.lagging -= 1
+        if self.lagging == 0:
+            self.log.append_layout("D" * self.behind)
+        return answer

@@ -10,8 +10,9 @@ because librdkafka already hides control records and (under ``read_committed``) 
 - ``consume(n)`` waits for ``n`` messages or its timeout, so ``n`` is at most what remains, and
   each call waits a short slice; ``kafkaConsumer.pollTimeoutMs`` bounds the total time without
   progress, with a clear :class:`FetchTimeoutError`.
-- An out-of-range position (the data is gone) goes through the ``failOnDataLoss`` policy, as on
-  the driver.
+- An out-of-range position (the data is gone) or a log end short of the range goes through the
+  ``failOnDataLoss`` policy, as on the driver, once the partition's leader has said so a few
+  times (:mod:`~kafka_direct.consumer.loss`: a new leader's log end can lag for a moment).
 - Batches hold at most ``arrowBatchSize`` rows and about ``maxBatchBytes`` of records (a record
   larger than that alone), so memory grows with neither the range nor the record size
   (:mod:`~kafka_direct.consumer.budget`).
@@ -37,7 +38,7 @@ from confluent_kafka import TopicPartition as CkTopicPartition
 
 from kafka_direct.config.clients import DEFAULT_MAX_BATCH_BYTES
 from kafka_direct.consumer.budget import consume_within
-from kafka_direct.consumer.loss import check_short_log, out_of_range, short_log_suspect
+from kafka_direct.consumer.loss import ShortLog, check_short_log, out_of_range, short_log_suspect
 from kafka_direct.consumer.native import NativeConsumer
 from kafka_direct.consumer.rows import to_record_batch
 from kafka_direct.consumer.task_consumer import (
@@ -205,21 +206,26 @@ def fetch_range(
     pc.position_at(rng.topic, rng.partition, nxt, log_start)
     slice_s = min(CONSUME_SLICE_S, poll_timeout_ms / 1000.0)
     progress = Progress(pc.events, poll_timeout_ms)
-    # A log end short of the range, not yet checked (see short_log_suspect).
-    suspect: int | None = None
+    # A log end short of the range, not yet believed (see short_log_suspect).
+    suspect: ShortLog | None = None
     while nxt < until:
         n = min(until - nxt, batch_size)
         taken = pc.take(rng, nxt, n, slice_s, include_headers, max_batch_bytes)
         batch, nxt, outcome = taken.batch, taken.next_offset, taken.outcome
         if outcome is Outcome.NOTHING:
-            if suspect is not None:
-                nxt = check_short_log(pc, rng, suspect, fail_on_data_loss, on_skip)
-                suspect = None
+            if suspect is None:
+                progress.check(rng, nxt)
                 continue
-            progress.check(rng, nxt)
+            settled = check_short_log(pc, rng, suspect, fail_on_data_loss, on_skip)
+            if settled is not None:
+                nxt, suspect = settled, None
+                # The wait for records (or for the rest of the range) starts now.
+                progress.restart()
+            # Not settled: read on (records that come settle it). The answers are spread over
+            # at most pollTimeoutMs, so the wait without progress is not checked meanwhile.
             continue
         progress.made()
-        if suspect is not None and nxt > suspect:
+        if suspect is not None and nxt > suspect.at:
             suspect = None  # records at or past that log end came: it was stale
         log_end = taken.log_end
         if log_end is not None:
@@ -241,14 +247,17 @@ def fetch_range(
             progress.restart()
         if outcome is Outcome.OUT_OF_RANGE:
             if nxt < until:
-                nxt = out_of_range(pc, rng, nxt, fail_on_data_loss, on_skip)
+                nxt = out_of_range(
+                    pc, rng, nxt, fail_on_data_loss, on_skip, poll_timeout_ms=poll_timeout_ms
+                )
+                progress.restart()  # the answers' wait was not a wait for records
         elif log_end is not None and nxt < until:
             # Everything before the log end has been delivered: [nxt, log_end) is a gap, and
             # the range is done if the log ends at or past it.
             if log_end >= until:
                 nxt = until
             else:
-                suspect = short_log_suspect(nxt, log_end)
+                suspect = short_log_suspect(nxt, log_end, poll_timeout_ms)
 
 
 def _take_native(

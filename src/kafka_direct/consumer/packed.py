@@ -11,7 +11,12 @@ consumer queue. One loop takes records off that queue and keeps each against its
   done when a record at or past its ``until`` arrives or its log end (EOF) is at or past
   ``until``, never by counting records; an EOF short of ``until`` or an out-of-range position
   goes through the same data-loss checks (``failOnDataLoss``), with the same messages;
-- ``kafkaConsumer.pollTimeoutMs`` bounds the time without progress of the task as a whole;
+- ``kafkaConsumer.pollTimeoutMs`` bounds the time without progress of the task as a whole.
+  Progress is news of a range not yet done: its records (even those before its start, read
+  through in a bounded skip ahead, as ``fetch_range`` counts them), its log end, an
+  out-of-range position. Records of a range already done are not: librdkafka keeps fetching
+  its partition, and a busy one kept a task whose other partition's leader was unreachable
+  waiting for as long as they came;
 - on the fast path (:mod:`kafka_direct.consumer.native`) the C loop does the keeping and
   returns one Arrow batch of rows of several partitions per read; on the Python path each read
   gives one batch per partition.
@@ -22,7 +27,12 @@ the same way), or a little ahead of it (the micro-batch in between went to anoth
 worker: the records before each range are read and dropped, within the skip-ahead bound of
 :mod:`~kafka_direct.consumer.task_consumer`): re-assigning would throw the prefetched records
 away and wait for the fetch in flight. Otherwise the task assigns its partitions afresh, to a
-new client when the old one has been assigned before (see :meth:`GroupConsumer.start_at`). A
+new client when the old one has been assigned before (see :meth:`GroupConsumer.start_at`).
+That includes a consumer the pool hands over from another packed task's partitions
+(:mod:`~kafka_direct.consumer.pool`). librdkafka's incremental assignment would keep the queues
+of the partitions both tasks read, but the partitions it adds wait for the fetch in flight
+(measured on Apache Kafka 4.1.1, 2026-11-30, a consumer of 10 partitions idle at the log end
+given 5 others: its next records came after 553 ms, against 53 ms on a new client). A
 partition that the data-loss policy repositions (records gone) is repositioned by assigning the
 task's unfinished ranges again at their next offsets: losses are rare, and this needs no
 per-partition seek.
@@ -45,7 +55,7 @@ from confluent_kafka import TopicPartition as CkTopicPartition
 from kafka_direct.config.clients import DEFAULT_MAX_BATCH_BYTES
 from kafka_direct.consumer.budget import consume_within
 from kafka_direct.consumer.fetch import CONSUME_SLICE_S, GROUP_LOOKUP_ERRORS, _GcPaused
-from kafka_direct.consumer.loss import check_short_log, out_of_range, short_log_suspect
+from kafka_direct.consumer.loss import ShortLog, check_short_log, out_of_range, short_log_suspect
 from kafka_direct.consumer.rows import to_record_batch
 from kafka_direct.consumer.task_consumer import (
     _OUT_OF_RANGE,
@@ -209,8 +219,8 @@ def rounds(ranges: Sequence[OffsetRange]) -> list[list[OffsetRange]]:
 class _Slot:
     rng: OffsetRange
     nxt: int
-    #: A log end short of the range, not yet checked (see short_log_suspect).
-    suspect: int | None = None
+    #: A log end short of the range, not yet believed (see short_log_suspect).
+    suspect: ShortLog | None = None
 
     @property
     def done(self) -> bool:
@@ -286,19 +296,31 @@ def _fetch_round(
     while active:
         n = min(sum(s.rng.until_offset - s.nxt for s in active), batch_size)
         taken = pc.take(rnd, n, slice_s, wait, include_headers, max_batch_bytes)
-        wait = slice_s if taken is None else min(slice_s, FLOWING_WAIT_S)
-        if taken is None:
-            # Nothing more is queued: a log end short of a range is now worth asking about.
-            if not _check_suspects(pc, active, fail_on_data_loss, on_skip):
+        batches: list[pa.RecordBatch] = []
+        moved = False
+        if taken is not None:
+            batches, news = taken
+            # Only news of a range not yet done is progress (see the module docstring).
+            moved = any(not slots[i].done for i, *_ in news)
+            for i, last, beyond, eof in news:
+                _advance(
+                    pc, slots[i], last, beyond, eof, fail_on_data_loss, on_skip, poll_timeout_ms
+                )
+        # While records of the active ranges flow, the Python path's reads wait briefly.
+        wait = min(slice_s, FLOWING_WAIT_S) if moved else slice_s
+        if moved:
+            progress.made()
+        else:
+            # Nothing more of the active ranges is queued: a log end short of one is now worth
+            # asking about; else the wait without progress is checked.
+            pending, settled = _check_suspects(pc, active, fail_on_data_loss, on_skip)
+            if settled:
+                progress.restart()  # the wait for records (or the rest) starts now
+            elif not pending:
                 first = active[0]
                 progress.check(first.rng, first.nxt)
-                continue
-            batches: list[pa.RecordBatch] = []
-        else:
-            progress.made()
-            batches, news = taken
-            for i, last, beyond, eof in news:
-                _advance(pc, slots[i], last, beyond, eof, fail_on_data_loss, on_skip)
+            # Pending: the answers are spread over at most pollTimeoutMs (loss.ShortLog), and
+            # reads go on meanwhile (records that come settle it).
         if pc.moved:
             active = [s for s in slots if not s.done]
             pc.assign_all([(s.rng.topic, s.rng.partition, s.nxt) for s in active])
@@ -311,16 +333,20 @@ def _fetch_round(
 
 def _check_suspects(
     pc: GroupConsumer, active: list[_Slot], fail: bool, on_skip: OnSkip | None
-) -> bool:
-    """Check the short log ends the active slots suspect (see short_log_suspect); whether
-    there were any."""
-    checked = False
+) -> tuple[bool, bool]:
+    """Check the short log ends the active slots suspect (see short_log_suspect): whether any
+    is still not settled, and whether any was settled."""
+    pending = settled = False
     for slot in active:
-        if slot.suspect is not None:
-            slot.nxt = check_short_log(pc, slot.rng, slot.suspect, fail, on_skip)
-            slot.suspect = None
-            checked = True
-    return checked
+        if slot.suspect is None:
+            continue
+        at = check_short_log(pc, slot.rng, slot.suspect, fail, on_skip)
+        if at is None:
+            pending = True
+        else:
+            slot.nxt, slot.suspect = at, None
+            settled = True
+    return pending, settled
 
 
 def _advance(
@@ -331,6 +357,7 @@ def _advance(
     eof: int | None,
     fail: bool,
     on_skip: OnSkip | None,
+    poll_timeout_ms: int,
 ) -> None:
     """Move ``slot`` on by what one read learned of it (as ``fetch_range`` does for a range)."""
     until = slot.rng.until_offset
@@ -338,7 +365,7 @@ def _advance(
     if last >= 0:
         slot.nxt = until if beyond else max(slot.nxt, last + 1)
         pc.positions[tp] = last + 1
-        if slot.suspect is not None and last >= slot.suspect:
+        if slot.suspect is not None and last >= slot.suspect.at:
             slot.suspect = None  # records at or past that log end came: it was stale
     outcome = Outcome.of(eof)
     if outcome is Outcome.OUT_OF_RANGE:
@@ -351,14 +378,16 @@ def _advance(
     if slot.nxt >= until:
         return
     if outcome is Outcome.OUT_OF_RANGE:
-        slot.nxt = out_of_range(pc, slot.rng, slot.nxt, fail, on_skip)
+        slot.nxt = out_of_range(
+            pc, slot.rng, slot.nxt, fail, on_skip, poll_timeout_ms=poll_timeout_ms
+        )
     elif eof is not None:
         # Everything before the log end has been delivered: [nxt, eof) is a gap, and the
         # range is done if the log ends at or past it.
         if eof >= until:
             slot.nxt = until
         else:
-            slot.suspect = short_log_suspect(slot.nxt, eof)
+            slot.suspect = short_log_suspect(slot.nxt, eof, poll_timeout_ms)
 
 
 def _take_python(

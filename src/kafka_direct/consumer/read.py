@@ -12,14 +12,19 @@ that asked for the other (``fastPath.enabled``).
 
 A packed task's consumer is pooled under the set of its partitions (``PoolKey.assignment``),
 with the same rules: never shared while in use, invalidated by a reattempt or a failed read.
+That set changes from micro-batch to micro-batch under sparse or uneven load, so on a miss a
+packed task adopts an idle packed consumer that shares partitions with it
+(:mod:`~kafka_direct.consumer.pool`) rather than leave one more idle. What idle consumers hold
+is bounded by a task's memory budget: the twelve batches of ``maxBatchBytes`` that
+``taskMemoryBudget`` stands for (:data:`~kafka_direct.config.source.BATCHES_PER_TASK_BUDGET`).
 
 Task statistics, for benchmarks (:mod:`kafka_direct.executor.task`): every task writes, when it
 ends, one JSON line per range it read: the range, its rows, the task's id (``task``), its range
 count and rows, start and end wall-clock times, whether it read through the C fast path, and
-what the consumer pool did for it (hits, misses and consumers created) and how its consumer was
-positioned (``position_kept``, ``_skipped``, ``_assigned``, ``_renewed``), on the task's first
-line only; and Spark's id of the task attempt (``spark_task``). A packed task counts its rows
-per range once per batch, never per record.
+what the consumer pool did for it (hits, misses, adoptions and consumers created) and how its
+consumer was positioned (``position_kept``, ``_skipped``, ``_assigned``, ``_renewed``), on the
+task's first line only; and Spark's id of the task attempt (``spark_task``). A packed task
+counts its rows per range once per batch, never per record.
 """
 
 from __future__ import annotations
@@ -34,9 +39,10 @@ from typing import Any
 import pyarrow as pa
 from confluent_kafka import Consumer
 
-from kafka_direct.config.clients import ExecutorSettings
+from kafka_direct.config.clients import ExecutorSettings, int_setting
 from kafka_direct.config.fingerprint import config_fingerprint
 from kafka_direct.config.kafka import KafkaConfig
+from kafka_direct.config.source import BATCHES_PER_TASK_BUDGET
 from kafka_direct.consumer import native
 from kafka_direct.consumer.fetch import PartitionConsumer
 from kafka_direct.consumer.packed import GroupConsumer
@@ -69,6 +75,9 @@ def _new_consumer(key: PoolKey, config: Mapping[str, str]) -> TaskConsumer:
     else:
         made = PartitionConsumer(client(), events)
     made.access = Access(config, group=config.get("group.id"))
+    # What its queue may hold while it idles in the pool (librdkafka's defaults if unset).
+    made.queue_records = int_setting(config.get("queued.min.messages"), 100_000)
+    made.queue_bytes = int_setting(config.get("queued.max.messages.kbytes"), 65_536) * 1024
     return made
 
 
@@ -149,7 +158,11 @@ def _consumer(
             consumer.close()
         return
     pool = get_pool(
-        _new_consumer, capacity=settings.cache_capacity, idle_timeout_s=settings.cache_timeout_s
+        _new_consumer,
+        capacity=settings.cache_capacity,
+        idle_timeout_s=settings.cache_timeout_s,
+        # Idle consumers' prefetch stays within one task's memory budget.
+        idle_bytes=BATCHES_PER_TASK_BUDGET * settings.max_batch_bytes,
     )
     with pool.lease(key, config, reattempt=task_info().attempt > 0) as lease:
         yield lease.client
@@ -200,6 +213,7 @@ def _with_stats(
             "pool_hits": after.hits - before.hits,
             "pool_misses": after.misses - before.misses,
             "pool_creations": after.creations - before.creations,
+            "pool_adoptions": after.adoptions - before.adoptions,
             "pool_size": after.size,
             # How the task's consumer was positioned: its queue kept, read forward through,
             # assigned afresh, or a new client (POSITIONING).

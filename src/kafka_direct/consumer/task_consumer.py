@@ -24,7 +24,11 @@ from typing import Any, NamedTuple, Protocol, TypedDict, cast
 
 import pyarrow as pa
 
-from kafka_direct.config.clients import ExecutorSettings
+from kafka_direct.config.clients import (
+    DEFAULT_MAX_BATCH_BYTES,
+    IDLE_QUEUE_RECORDS,
+    ExecutorSettings,
+)
 from kafka_direct.consumer.native import NativeConsumer
 from kafka_direct.errors import FetchTimeoutError
 from kafka_direct.kafka.authorization import Access
@@ -144,6 +148,11 @@ class TaskConsumer:
         #: Mean key + value bytes of the records last read (``None`` before any): sizes a
         #: budgeted read's first chunk (:mod:`~kafka_direct.consumer.budget`) and the skip-ahead.
         self.record_bytes: float | None = None
+        #: The client's ``queued.min.messages`` and ``queued.max.messages.kbytes`` (in bytes):
+        #: what librdkafka prefetches while the consumer idles (see :meth:`idle_prefetch_bytes`;
+        #: set where the client is made, :mod:`~kafka_direct.consumer.read`).
+        self.queue_records = IDLE_QUEUE_RECORDS
+        self.queue_bytes = DEFAULT_MAX_BATCH_BYTES
 
     def access_to(self, topics: Iterable[str]) -> Access | None:
         """:attr:`access` reading ``topics``, for the translator."""
@@ -157,6 +166,16 @@ class TaskConsumer:
         if self.record_bytes is None:
             return 0
         return min(SKIP_AHEAD_MAX_RECORDS, int(SKIP_AHEAD_BYTES / max(self.record_bytes, 1.0)))
+
+    def idle_prefetch_bytes(self) -> int:
+        """About how many bytes of records this consumer's queue holds while it idles in the
+        pool (which bounds their sum, :mod:`~kafka_direct.consumer.pool`): librdkafka fetches
+        until the queue holds ``queue_records`` records or ``queue_bytes`` (one fetch response
+        may overshoot either), so ``queue_records`` records of the mean size read so far, at
+        most ``queue_bytes``; before any record was read, ``queue_bytes``."""
+        if self.record_bytes is None:
+            return self.queue_bytes
+        return min(self.queue_bytes, int(self.queue_records * self.record_bytes))
 
     def note_sizes(self, batch: pa.RecordBatch) -> None:
         """Remember the mean key + value size of ``batch``'s records."""

@@ -17,12 +17,23 @@ wings share, with the fixes for Spark's own caches:
   only while something is idle: a worker whose query has stopped does not keep its clients for
   ever.
 - **Capacity**: beyond ``capacity`` pooled clients the least recently used idle one is closed;
-  lent ones cannot be, so the pool may overflow for a while (with a warning).
+  lent ones cannot be, so the pool may overflow for a while (with a warning). Beyond
+  ``idle_bytes`` held by idle clients (what each holds, as its policy estimates it: a
+  consumer's prefetched records), the least recently used idle ones are closed too.
+- **Adoption**, where the policy allows it: on a miss, an idle client pooled under another key
+  that can serve this one (a packed task's consumer, re-assigned by its holder) is re-keyed
+  and lent instead of a new client being made, so keys that rarely recur do not fill the pool
+  with idle clients.
 - **One pool per process** (:class:`WorkerPool`): a forked child drops its parent's pool and
-  makes its own; at exit the process closes its own pool's idle clients.
+  makes its own. Nothing is closed when a Spark worker ends: PySpark's daemon ends its forked
+  workers with ``os._exit`` (or ``SIGKILL``), which runs no exit hooks. The operating system
+  then closes their sockets; executors' consumers only assign, so they hold no group
+  membership to leave, and a producer's records were flushed by the task that wrote them. A
+  process that exits normally (a driver, a user's program, a test) closes its idle clients.
 
 What differs between the wings is a :class:`Policy`: how many clients a key may pool, what a
-second holder or a task reattempt gets, and whether a client may still be handed out.
+second holder or a task reattempt gets, whether a client may still be handed out, what an idle
+one holds, and which keys may adopt another key's client.
 
 Closing happens outside the lock (a librdkafka close may flush, leave a group or join threads),
 and a failing close is logged, never raised. The factory is injected, so no Kafka client is
@@ -64,6 +75,10 @@ def _always_usable(client: Any) -> bool:
     return True
 
 
+def _holds_nothing(client: Any) -> int:
+    return 0
+
+
 @dataclass(frozen=True)
 class Policy:
     """What one wing's pool does differently (see the module docstring)."""
@@ -82,6 +97,19 @@ class Policy:
     one_per_key: bool = False
     #: Whether a client may still be handed out or kept (a producer after a fatal error may not).
     usable: Callable[[Any], bool] = _always_usable
+    #: About how many bytes a client holds while it idles in the pool (a consumer's prefetched
+    #: records), asked at its release; the pool's ``idle_bytes`` bounds their sum.
+    idle_bytes_of: Callable[[Any], int] = _holds_nothing
+    #: ``adopt(have, want)``: whether an idle client pooled under key ``have`` can serve key
+    #: ``want`` once its holder re-positions it, as a score (what the two have in common;
+    #: higher is better), or None when it cannot. None: no key adopts another's client. On a
+    #: miss, the idle client of the best positive score is re-keyed and lent (ties: the most
+    #: recently used); one of score 0 only when :attr:`adopt_unrelated_from` or more idle
+    #: clients could serve the key (then the least recently used of them).
+    adopt: Callable[[Any, Any], int | None] | None = None
+    #: See :attr:`adopt`: below this many candidates, a key with nothing in common with any
+    #: idle client gets a new one (those idle clients likely serve keys that recur).
+    adopt_unrelated_from: int = 1
 
 
 @dataclass(frozen=True)
@@ -96,6 +124,8 @@ class PoolStats:
     closes: int
     size: int
     in_use: int
+    #: Misses served by another key's idle client (:attr:`Policy.adopt`), not by a new one.
+    adoptions: int = 0
 
     @property
     def idle(self) -> int:
@@ -110,6 +140,8 @@ class _Entry(Generic[K, R]):
     #: Invalidated while lent: its release closes it.
     doomed: bool = False
     last_used: float = 0.0
+    #: What the client holds while idle (Policy.idle_bytes_of at its last release).
+    idle_bytes: int = 0
 
 
 @dataclass(eq=False)
@@ -136,6 +168,7 @@ class LeasePool(Generic[K, R]):
         *,
         capacity: int | None = None,
         idle_timeout_s: float | None = None,
+        idle_bytes: int | None = None,
         clock: Callable[[], float] = time.monotonic,
         reaper: bool = True,
     ) -> None:
@@ -143,6 +176,8 @@ class LeasePool(Generic[K, R]):
         self._policy = policy
         self._log = policy.log
         self._capacity, self._idle_timeout_s = policy.capacity, policy.idle_timeout_s
+        #: The most bytes idle clients may hold together (None: no bound but the capacity).
+        self._idle_bytes: int | None = None
         self._clock = clock
         self._lock = threading.Lock()
         self._reaper = IdleReaper(
@@ -156,11 +191,16 @@ class LeasePool(Generic[K, R]):
         # Order doubles as recency: an entry moves to the end when lent and when released.
         self._entries: OrderedDict[_Entry[K, R], None] = OrderedDict()
         self._hits = self._misses = self._creations = self._evictions = self._closes = 0
+        self._adoptions = 0
         self._last_overflow_warning: float | None = None
-        self.configure(capacity=capacity, idle_timeout_s=idle_timeout_s)
+        self.configure(capacity=capacity, idle_timeout_s=idle_timeout_s, idle_bytes=idle_bytes)
 
     def configure(
-        self, *, capacity: int | None = None, idle_timeout_s: float | None = None
+        self,
+        *,
+        capacity: int | None = None,
+        idle_timeout_s: float | None = None,
+        idle_bytes: int | None = None,
     ) -> None:
         """Change the limits; shrinking them closes idle clients right away."""
         capacity = self._capacity if capacity is None else capacity
@@ -170,9 +210,13 @@ class LeasePool(Generic[K, R]):
             raise ConfigurationError(f"{noun} pool capacity", capacity, "an integer >= 1")
         if idle_timeout_s <= 0:
             raise ConfigurationError(f"{noun} pool idle timeout", idle_timeout_s, "seconds > 0")
+        if idle_bytes is not None and idle_bytes < 0:
+            raise ConfigurationError(f"{noun} pool idle bytes", idle_bytes, "bytes >= 0")
         with self._lock:
             shorter = idle_timeout_s < self._idle_timeout_s
             self._capacity, self._idle_timeout_s = capacity, idle_timeout_s
+            if idle_bytes is not None:
+                self._idle_bytes = idle_bytes
             doomed = self._expired_locked() + self._make_room_locked(incoming=0)
             if shorter:  # idle clients may be due sooner; every task configures, most alike
                 self._reaper.wake()
@@ -196,7 +240,8 @@ class LeasePool(Generic[K, R]):
                 elif reattempt or entry is not None:
                     outcome = "miss (uncached)"
                 else:
-                    outcome = "miss (new pooled)"
+                    lease = self._adopt_locked(key)
+                    outcome = "miss (new pooled)" if lease is None else "miss (adopted)"
             else:
                 for entry in reversed(list(self._entries)):
                     if entry.key != key or entry.in_use:
@@ -206,14 +251,18 @@ class LeasePool(Generic[K, R]):
                         break
                     del self._entries[entry]  # turned unusable while idle: never lent again
                     doomed.append(cast(R, entry.client))
-                outcome = "hit" if lease is not None else "miss (new pooled)"
-            if lease is None:
+                if lease is not None:
+                    outcome = "hit"
+                else:
+                    lease = None if reattempt else self._adopt_locked(key)
+                    outcome = "miss (new pooled)" if lease is None else "miss (adopted)"
+            if outcome != "hit":
                 self._misses += 1
-                if outcome == "miss (new pooled)":
-                    doomed += self._make_room_locked(incoming=1)
-                    # Reserved in use, so concurrent holders do not take it while it is built.
-                    reserved = _Entry(key, None)
-                    self._entries[reserved] = None
+            if outcome == "miss (new pooled)":
+                doomed += self._make_room_locked(incoming=1)
+                # Reserved in use, so concurrent holders do not take it while it is built.
+                reserved = _Entry(key, None)
+                self._entries[reserved] = None
             hits, misses = self._hits, self._misses
         self._close_quietly(doomed)
         self._log.debug(
@@ -229,6 +278,38 @@ class LeasePool(Generic[K, R]):
         self._entries.move_to_end(entry)
         self._hits += 1
         return Lease(cast(R, entry.client), entry.key, cached=True, reused=True, _entry=entry)
+
+    def _adopt_locked(self, key: K) -> Lease[K, R] | None:
+        """Re-key and lend the idle client of another key that serves ``key`` best (see
+        :attr:`Policy.adopt`), or None."""
+        policy = self._policy
+        if policy.adopt is None:
+            return None
+        best: _Entry[K, R] | None = None
+        best_score = -1
+        candidates = 0
+        # Least recently used first: a positive tie goes to the most recent, a tie at 0 (a key
+        # that likely stopped recurring) to the least recent.
+        for entry in self._entries:
+            if entry.in_use or entry.key == key or not policy.usable(entry.client):
+                continue
+            score = policy.adopt(entry.key, key)
+            if score is None:
+                continue
+            candidates += 1
+            if score > best_score or (score == best_score and score > 0):
+                best, best_score = entry, score
+        if best is None or (best_score <= 0 and candidates < policy.adopt_unrelated_from):
+            return None
+        self._log.debug(
+            "%s pool: %s adopts the idle %s of %s (%d in common)",
+            policy.noun.capitalize(), key, policy.noun, best.key, best_score,
+        )  # fmt: skip
+        best.key = key
+        best.in_use = True
+        self._entries.move_to_end(best)
+        self._adoptions += 1
+        return Lease(cast(R, best.client), key, cached=True, reused=True, _entry=best)
 
     def _create(self, key: K, config: Mapping[str, str], entry: _Entry[K, R] | None) -> Lease[K, R]:
         try:
@@ -258,6 +339,7 @@ class LeasePool(Generic[K, R]):
             if ours is not None and not failed and not ours.doomed and self._usable(lease):
                 ours.in_use = False
                 ours.last_used = self._clock()
+                ours.idle_bytes = self._policy.idle_bytes_of(lease.client)
                 self._entries.move_to_end(ours)
                 self._reaper.start_locked()
             else:
@@ -315,7 +397,9 @@ class LeasePool(Generic[K, R]):
         with self._lock:
             in_use = sum(1 for e in self._entries if e.in_use)
             counters = (self._hits, self._misses, self._creations, self._evictions, self._closes)
-            return PoolStats(*counters, size=len(self._entries), in_use=in_use)
+            return PoolStats(
+                *counters, size=len(self._entries), in_use=in_use, adoptions=self._adoptions
+            )
 
     def log_stats(self) -> None:
         self._log.info(
@@ -351,6 +435,17 @@ class LeasePool(Generic[K, R]):
 
     def _make_room_locked(self, incoming: int) -> list[R]:
         evicted: list[R] = []
+        if self._idle_bytes is not None:
+            # Least recently used first, until what the idle clients hold fits.
+            idle = [e for e in self._entries if not e.in_use]
+            held = sum(e.idle_bytes for e in idle)
+            for oldest in idle:
+                if held <= self._idle_bytes:
+                    break
+                held -= oldest.idle_bytes
+                del self._entries[oldest]
+                evicted.append(cast(R, oldest.client))
+                self._evictions += 1
         while len(self._entries) + incoming > self._capacity:
             lru = next((e for e in self._entries if not e.in_use), None)
             if lru is not None:
@@ -387,7 +482,8 @@ class LeasePool(Generic[K, R]):
 
 class WorkerPool(Generic[K]):
     """A wing's pool for this process: made on first use, dropped in a forked child (whose
-    librdkafka threads did not survive the fork), its idle clients closed at exit."""
+    librdkafka threads did not survive the fork). Its idle clients are closed when the process
+    exits normally; a Spark worker does not (see the module docstring)."""
 
     def __init__(self, policy: Policy) -> None:
         self._policy = policy
@@ -399,10 +495,11 @@ class WorkerPool(Generic[K]):
         *,
         capacity: int | None = None,
         idle_timeout_s: float | None = None,
+        idle_bytes: int | None = None,
     ) -> LeasePool[K, R]:
         """The process's pool: the first call creates it with ``factory``; later ones update
         the limits given."""
         pool = cast(LeasePool[K, R], self.local.get(lambda: LeasePool(factory, self._policy)))
-        if capacity is not None or idle_timeout_s is not None:
-            pool.configure(capacity=capacity, idle_timeout_s=idle_timeout_s)
+        if capacity is not None or idle_timeout_s is not None or idle_bytes is not None:
+            pool.configure(capacity=capacity, idle_timeout_s=idle_timeout_s, idle_bytes=idle_bytes)
         return pool

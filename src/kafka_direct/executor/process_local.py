@@ -1,8 +1,17 @@
-"""One value per process, created on first use, dropped in a forked child, closed at exit.
+"""One value per process, created on first use, dropped in a forked child, closed when the
+process exits normally.
 
 Plain library: the lease pool (:mod:`~kafka_direct.executor.lease_pool`) uses it for each
 wing's pool, and those run in Spark's Python workers (executors), which the PySpark daemon forks
 from one parent.
+
+The close at exit is an ``atexit`` hook, so it runs only where Python exits normally: a driver,
+a user's program, a test. PySpark's daemon ends its forked workers with ``os._exit`` (after
+their last task, or when one fails), ``SIGKILL`` (a worker Spark no longer wants) or
+``SIGHUP`` (the daemon shutting down), none of which runs exit hooks. There the operating
+system closes the clients' sockets; what the pools hold needs nothing more: executors'
+consumers only assign partitions, so there is no group membership to leave, and every write
+task flushes its producer before it ends.
 """
 
 from __future__ import annotations
@@ -21,7 +30,8 @@ class ProcessLocal(Generic[T]):
 
     A forked child inherits the parent's value, but librdkafka's threads did not survive the fork
     and the sockets are the parent's, so the child drops it (never closes it) and makes its own.
-    At exit, only the value this process created is closed.
+    At a normal exit, only the value this process created is closed (a Spark worker's exit is
+    not normal: see the module docstring).
     """
 
     def __init__(self, close: Callable[[T], None]) -> None:
@@ -48,5 +58,6 @@ class ProcessLocal(Generic[T]):
         self._value, self._pid = None, None
 
     def close_at_exit(self) -> None:
+        """The ``atexit`` hook: close this process's value, if it made one."""
         if self._value is not None and self._pid == os.getpid():
             self._close(self._value)

@@ -37,6 +37,7 @@ from tests.unit.fakes import (
     PARTITION,
     TOPIC,
     CallRecord,
+    CatchingUpLeader,
     Entry,
     FakeClock,
     FakeConsumer,
@@ -455,10 +456,109 @@ def test_log_recreated_smaller(
         assert exc is None
         assert detail in caplog.text
         assert "failOnDataLoss=false" in caplog.text
-    # The short batch that carried the news, then one empty read that shows that nothing more
-    # is queued (an EOF short of the range is checked only then: mostly it is stale, see
-    # short_log_suspect), and nothing after the check.
-    assert len(fake.waits) <= 2
+    # The leader was asked SHORT_LOG_ANSWERS times, SHORT_LOG_RETRY_S apart, before the short
+    # log was believed (a new leader's log end can lag: KAFKA-7703), after an empty read that
+    # shows that nothing more is queued (an EOF short of the range is checked only then: mostly
+    # it is stale, see short_log_suspect); nothing was read after the verdict.
+    assert fake.watermark_calls == loss.SHORT_LOG_ANSWERS
+    spread = (loss.SHORT_LOG_ANSWERS - 1) * loss.SHORT_LOG_RETRY_S
+    assert sum(fake.waits) <= spread + 4 * CONSUME_SLICE_S  # reads wait a slice at a time
+
+
+@pytest.mark.parametrize("lagging", [1, loss.SHORT_LOG_ANSWERS - 1])
+@pytest.mark.parametrize("fail", [True, False])
+def test_a_log_end_that_lags_while_a_leader_moves_loses_nothing(
+    clock: FakeClock, lagging: int, fail: bool
+) -> None:
+    """[0, 10) is planned; the fetcher meets an EOF at 6 and the new leader says 6 too, for a
+    while. Asked again, it says 10: every record is read, nothing is judged lost."""
+    fake = CatchingUpLeader(FakeLog.plain(6), behind=4, lagging=lagging, clock=clock)
+    skipped: list[tuple[OffsetRange, int, int]] = []
+    pc = PartitionConsumer(fake)
+    pc.record_bytes = 64.0
+
+    batches = list(
+        fetch_range(
+            pc, rng(0, 10), poll_timeout_ms=POLL_MS, fail_on_data_loss=fail, batch_size=1000,
+            include_headers=False, on_skip=lambda *a: skipped.append(a),
+        )
+    )  # fmt: skip
+
+    assert offsets(batches) == list(range(10))
+    assert skipped == []
+    # The records that came after the last lagging answer settled it: no more asking.
+    assert fake.watermark_calls == lagging
+
+
+@pytest.mark.parametrize("fail", [True, False])
+def test_a_log_end_that_stays_short_is_judged_after_the_leader_said_so_each_time(
+    kafka: Callable[..., FakeConsumer], clock: FakeClock, fail: bool
+) -> None:
+    """The same EOF at 6, but the log really ends there (the topic was recreated): after
+    SHORT_LOG_ANSWERS answers, SHORT_LOG_RETRY_S apart, the data-loss policy applies."""
+    fake = kafka(FakeLog.plain(6))
+    skipped: list[tuple[OffsetRange, int, int]] = []
+    pc = PartitionConsumer(fake)
+    pc.record_bytes = 64.0
+    start = clock.now
+
+    batches, exc = drain(
+        fetch_range(
+            pc, rng(0, 10), poll_timeout_ms=POLL_MS, fail_on_data_loss=fail, batch_size=1000,
+            include_headers=False, on_skip=lambda *a: skipped.append(a),
+        )
+    )  # fmt: skip
+
+    assert offsets(batches) == list(range(6))
+    if fail:
+        assert isinstance(exc, DataLossError)
+        assert "log now ends at 6" in str(exc)
+        assert skipped == []
+    else:
+        assert exc is None
+        assert skipped == [(rng(0, 10), 6, 10)]
+    assert fake.watermark_calls == loss.SHORT_LOG_ANSWERS
+    assert clock.now - start >= (loss.SHORT_LOG_ANSWERS - 1) * loss.SHORT_LOG_RETRY_S
+
+
+def test_the_answers_about_a_short_log_fit_in_a_short_poll_timeout(
+    kafka: Callable[..., FakeConsumer], clock: FakeClock
+) -> None:
+    """With pollTimeoutMs below the answers' usual spread, they come closer together: the
+    verdict is the data-loss policy's, not a FetchTimeoutError."""
+    fake = kafka(FakeLog.plain(6))
+    start = clock.now
+
+    with pytest.raises(DataLossError, match="log now ends at 6"):
+        read(fake, 0, 10, poll_timeout_ms=300)
+
+    assert fake.watermark_calls == loss.SHORT_LOG_ANSWERS
+    assert clock.now - start <= 0.3 + 3 * CONSUME_SLICE_S
+
+
+@pytest.mark.parametrize("lagging", [1, loss.SHORT_LOG_ANSWERS - 1])
+def test_an_out_of_range_position_above_a_lagging_log_end_loses_nothing(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch, lagging: int
+) -> None:
+    """The range [7, 10) starts past the new leader's lagging log end (6): librdkafka reports
+    the position out of range. Asked again, the leader has caught up: read on from 7."""
+    fake = CatchingUpLeader(FakeLog.plain(6), behind=4, lagging=lagging, clock=clock)
+
+    batches = read(fake, 7, 10, fail_on_data_loss=True)
+
+    assert offsets(batches) == [7, 8, 9]
+    assert fake.watermark_calls == lagging + 1
+    assert fake.assigns == [7, 7]
+
+
+def test_an_out_of_range_position_above_the_log_end_is_lost_after_the_answers_agree(
+    kafka: Callable[..., FakeConsumer],
+) -> None:
+    fake = kafka(FakeLog.plain(6))
+
+    with pytest.raises(DataLossError, match=r"offset 7 is out of range.*\[0, 6\)"):
+        read(fake, 7, 10)
+    assert fake.watermark_calls == loss.SHORT_LOG_ANSWERS
 
 
 def test_consumer_stopped_by_out_of_range_is_repositioned_on_retry(
@@ -521,10 +621,12 @@ def test_stalled_log_below_until_raises_fetch_timeout(
     assert "kafkaConsumer.pollTimeoutMs" in str(exc)
     assert "offset 50 of orders-0" in str(exc)
     assert exc.retriable
-    # It gave up only after at least the timeout of (simulated) waiting, and did not spin.
+    # It gave up only after at least the timeout of (simulated) waiting, and did not spin: one
+    # empty read, after which the leader said the records exist; then the wait for them.
     idle = [c for c in fake.calls if not c.events]
     assert sum(c.timeout for c in idle) >= 0.3
-    assert len(idle) <= 0.3 / CONSUME_SLICE_S + 1
+    assert len(idle) <= 0.3 / CONSUME_SLICE_S + 2
+    assert fake.watermark_calls == 1
 
 
 def test_paused_broker_raises_fetch_timeout(kafka: Callable[..., FakeConsumer]) -> None:

@@ -10,6 +10,7 @@ on every attempt).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import sys
@@ -317,6 +318,102 @@ def test_invalid_limits_are_configuration_errors(
 ) -> None:
     with pytest.raises(ConfigurationError, match="client pool"):
         make(capacity=capacity, idle_timeout_s=idle)
+
+
+# --- what idle clients hold, and adoption --------------------------------------------------------
+
+
+def _holds(client: FakeClient) -> int:
+    return client.ident * 10  # client 0 holds nothing, client 1 ten bytes, ...
+
+
+def _with(policy: Policy, **changes: Any) -> Policy:
+    return dataclasses.replace(policy, **changes)
+
+
+def test_idle_bytes_close_the_least_recently_released_beyond_the_bound(
+    policy: Policy, factory: Factory, clock: FakeClock
+) -> None:
+    pool = LeasePool(
+        factory, _with(policy, idle_bytes_of=_holds, capacity=10), idle_bytes=75,
+        clock=clock.monotonic, reaper=False,
+    )  # fmt: skip
+    leases = [pool.acquire(k, CONFIG) for k in ("k0", "k1", "k2", "k3", "k4")]
+    for lease in leases:  # idle: 0, 10, 20, 30, 40 bytes
+        pool.release(lease)
+    # 30 + 40 fit, no more: everything released before them goes, oldest first.
+    assert [c.close_count for c in factory.created] == [1, 1, 1, 0, 0]
+    assert pool.stats().size == 2
+    held = pool.acquire("k3", CONFIG)  # a lent client's bytes are its holder's, not idle
+    pool.configure(idle_bytes=45)
+    assert [c.close_count for c in factory.created] == [1, 1, 1, 0, 0]
+    pool.release(held)  # 30 + 40 idle again: the least recently released goes
+    assert [c.close_count for c in factory.created] == [1, 1, 1, 0, 1]
+
+
+def test_no_idle_bytes_bound_by_default(policy: Policy, factory: Factory) -> None:
+    pool = LeasePool(factory, _with(policy, idle_bytes_of=_holds), reaper=False)
+    for key in ("k0", "k1", "k2", "k3"):
+        pool.release(pool.acquire(key, CONFIG))
+    assert pool.stats().size == 4
+
+
+def test_a_negative_idle_bytes_bound_is_a_configuration_error(make: Callable[..., Pool]) -> None:
+    with pytest.raises(ConfigurationError, match="client pool idle bytes"):
+        make(idle_bytes=-1)
+
+
+def _shared(have: str, want: str) -> int | None:
+    """Keys "a:1,2": a family and a set; the score is what the sets share."""
+    (kind, items), (kind2, items2) = have.split(":"), want.split(":")
+    return len(set(items.split(",")) & set(items2.split(","))) if kind == kind2 else None
+
+
+@pytest.fixture
+def adopting(policy: Policy, factory: Factory, clock: FakeClock) -> Pool:
+    return LeasePool(
+        factory, _with(policy, adopt=_shared, adopt_unrelated_from=3, capacity=10),
+        clock=clock.monotonic, reaper=False,
+    )  # fmt: skip
+
+
+def test_a_miss_adopts_the_idle_client_sharing_most(adopting: Pool, factory: Factory) -> None:
+    for key in ("a:1,2", "a:3,4,5", "b:2,4,5", "a:6"):
+        adopting.release(adopting.acquire(key, CONFIG))
+    lease = adopting.acquire("a:2,4,5", CONFIG)
+    assert lease.client is factory.created[1] and lease.reused and lease.key == "a:2,4,5"
+    adopting.release(lease)
+    again = adopting.acquire("a:2,4,5", CONFIG)  # re-keyed: a hit under its new key
+    assert again.client is factory.created[1]
+    stats = adopting.stats()
+    assert (stats.adoptions, stats.creations, stats.hits, stats.misses) == (1, 4, 1, 5)
+
+
+def test_an_adopted_client_is_never_one_in_use(adopting: Pool, factory: Factory) -> None:
+    held = adopting.acquire("a:1,2", CONFIG)
+    assert adopting.acquire("a:2,3", CONFIG).client is not held.client
+
+
+def test_nothing_in_common_adopts_only_beyond_the_bound(adopting: Pool, factory: Factory) -> None:
+    for key in ("a:1", "a:2", "a:3"):  # three idle, nothing in common with what comes
+        adopting.release(adopting.acquire(key, CONFIG))
+    assert adopting.acquire("a:9", CONFIG).client is factory.created[0]  # least recent
+    assert adopting.stats().creations == 3
+
+
+def test_nothing_in_common_below_the_bound_gets_a_new_client(
+    adopting: Pool, factory: Factory
+) -> None:
+    for key in ("a:1", "a:2"):
+        adopting.release(adopting.acquire(key, CONFIG))
+    assert adopting.acquire("a:9", CONFIG).client is factory.created[2]
+    assert adopting.stats().adoptions == 0
+
+
+def test_a_policy_without_adoption_never_re_keys(pool: Pool, factory: Factory) -> None:
+    pool.release(pool.acquire("a:1,2", CONFIG))
+    assert pool.acquire("a:1,2,3", CONFIG).client is not factory.created[0]
+    assert pool.stats().adoptions == 0
 
 
 def test_invalidate_and_close_all(pool: Pool) -> None:
