@@ -31,7 +31,7 @@ are never echoed), and anything else that may carry configuration goes through
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 from kafka_direct.redaction import Scrubber
 from kafka_direct.redaction import shown as _shown
@@ -124,15 +124,35 @@ class DataLossError(KafkaDirectError):
     same condition is logged as a warning and the read skips to what is available.
     """
 
-    def __init__(self, topic: str, partition: int, detail: str) -> None:
+    #: The last sentence, per API: where its user turns ``failOnDataLoss`` off.
+    FIXES: ClassVar[dict[str, str]] = {
+        "source": "If you want the query to continue with what is available, set the source "
+        "option 'failOnDataLoss' to 'false'.",
+        "createDirectStream": "If you want the stream to continue with what is available, pass "
+        "failOnDataLoss=False to KafkaUtils.createDirectStream.",
+    }
+
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        detail: str,
+        *,
+        api: Literal["source", "createDirectStream"] = "source",
+    ) -> None:
         self.topic = topic
         self.partition = partition
+        self.detail = detail
+        self.api = api
         super().__init__(
             f"Data loss on {topic}-{partition}: {detail}. Some data may have been lost because "
             "it is no longer available in Kafka: the topic may have been deleted or recreated, or "
-            "the data aged out under the retention policy. If you want the query to continue "
-            "with what is available, set the source option 'failOnDataLoss' to 'false'."
+            f"the data aged out under the retention policy. {self.FIXES[api]}"
         )
+
+    def raised_by(self, api: Literal["source", "createDirectStream"]) -> DataLossError:
+        """The same error, its fix worded for ``api`` (a key of :attr:`FIXES`)."""
+        return DataLossError(self.topic, self.partition, self.detail, api=api)
 
 
 class OffsetConflictError(KafkaDirectError):
@@ -144,12 +164,17 @@ class OffsetConflictError(KafkaDirectError):
     twice.
     """
 
-    def __init__(self, group: str, detail: str) -> None:
+    def __init__(self, group: str, detail: str, *, fix: str | None = None) -> None:
         self.group = group
+        # ``fix`` replaces the usual guess where the store knows the cause (a gap before the
+        # batch, a commit to a group another process moved).
         super().__init__(
             f"Offsets of group '{group}' in the offset store conflict with this batch: {detail}. "
-            "The batch was not applied. It was probably applied already (a replay) or another "
-            "process is writing the same group; run one writer per group."
+            + (
+                fix
+                or "The batch was not applied. It was probably applied already (a replay) or "
+                "another process is writing the same group; run one writer per group."
+            )
         )
 
 

@@ -84,6 +84,38 @@ class OffsetRange:
     def untilOffset(self) -> int:
         return self.until_offset
 
+    def topicPartition(self) -> TopicPartition:
+        """Spark's ``OffsetRange.topicPartition()``: this range's partition."""
+        return self.topic_partition
+
+    @classmethod
+    def create(
+        cls,
+        topic: str | TopicPartition,
+        partition: int,
+        fromOffset: int,
+        untilOffset: int | None = None,
+    ) -> OffsetRange:
+        """Spark's ``OffsetRange.create``: ``create(topic, partition, fromOffset, untilOffset)``
+        or ``create(topicPartition, fromOffset, untilOffset)``."""
+        if isinstance(topic, TopicPartition):
+            if untilOffset is not None:
+                raise ConfigurationError(
+                    "OffsetRange.create",
+                    f"{topic}, {partition}, {fromOffset}, {untilOffset}",
+                    "(topicPartition, fromOffset, untilOffset) or "
+                    "(topic, partition, fromOffset, untilOffset)",
+                )
+            return cls(topic.topic, topic.partition, partition, fromOffset)
+        if untilOffset is None:
+            raise ConfigurationError(
+                "OffsetRange.create",
+                f"{topic}, {partition}, {fromOffset}",
+                "(topic, partition, fromOffset, untilOffset) or "
+                "(topicPartition, fromOffset, untilOffset)",
+            )
+        return cls(topic, partition, fromOffset, untilOffset)
+
     def count(self) -> int:
         return self.until_offset - self.from_offset
 

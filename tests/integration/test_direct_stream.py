@@ -14,6 +14,7 @@ import pytest
 from kafka_direct.dstream.kafka_utils import KafkaUtils
 from kafka_direct.dstream.strategies import ConsumerStrategies, LocationStrategies
 from kafka_direct.dstream.stream import BatchFailedError, DirectKafkaStream
+from kafka_direct.errors import OffsetConflictError
 from kafka_direct.kafka.groups import fetch_group_offsets
 from kafka_direct.offsets import OffsetRange, TopicPartition
 from tests.integration.kafka_helpers import Record, new_topic_name, produce_known
@@ -200,6 +201,28 @@ def test_a_failing_function_is_not_committed_and_stops_the_stream(
     tp = TopicPartition(topic, 0)
     assert fetch_group_offsets({"bootstrap.servers": kafka_bootstrap}, group, [tp]) == {tp: 10}
     assert not stream.isActive
+
+
+def test_a_second_copy_of_a_stream_on_the_same_group_is_stopped(spark, kafka_bootstrap, make_topic):
+    # Regression (review): neither copy joins the group and Kafka takes admin commits for a
+    # group without members, so two copies read everything and committed in turn, silently.
+    topic, group = make_topic(), new_topic_name("g")
+    produce_known(kafka_bootstrap, topic, per_partition=10)
+    first = direct_stream(spark, kafka_bootstrap, [topic], group, Sink())
+    first.start()
+    wait_until(first, lambda: any(b.committed for b in first.batches), "the first commit")
+    second = direct_stream(spark, kafka_bootstrap, [topic], group, Sink())
+    second.start()  # starts where the first copy stands; both commit the same offsets
+    copies = [first, second]
+    deadline = time.monotonic() + WAIT_S
+    while all(c.exception() is None for c in copies) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for copy in copies:
+        copy.stop()
+    errors = [c.exception() for c in copies if c.exception() is not None]
+    # Whichever commits after the other's commit is refused, and stops.
+    assert len(errors) == 1 and isinstance(errors[0], OffsetConflictError), errors
+    assert f"group '{group}'" in str(errors[0]) and "second copy" in str(errors[0])
 
 
 def test_backpressure_shrinks_batches_to_what_a_slow_function_can_handle(

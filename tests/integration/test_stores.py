@@ -15,8 +15,14 @@ import pytest
 
 from kafka_direct.errors import ConfigurationError, OffsetConflictError
 from kafka_direct.offsets import OffsetRange, TopicPartition
-from kafka_direct.stores import SqlOffsetStore, already_applied
-from tests.integration.db_helpers import KINDS, Backend, mysql_params
+from kafka_direct.stores import OffsetStoreError, SqlOffsetStore, already_applied
+from tests.integration.db_helpers import (
+    KINDS,
+    Backend,
+    mysql_params,
+    postgres_dsn,
+    unique_table,
+)
 
 TP0, TP1 = TopicPartition("events", 0), TopicPartition("events", 1)
 
@@ -246,3 +252,38 @@ def test_a_closed_store_refuses_work(backend: Backend) -> None:
     store.close()
     with pytest.raises(ConfigurationError, match="close"):
         store.load("g")
+
+
+def test_a_dml_only_postgres_role_works_on_a_table_the_owner_created() -> None:
+    # Regression (review): the store always ran CREATE TABLE IF NOT EXISTS, which PostgreSQL
+    # 15+ refuses to a role without CREATE on the schema (public has none for everyone) even
+    # when the table exists, so a least-privilege user could not open the store at all.
+    import psycopg
+
+    dsn = postgres_dsn()
+    role, table, missing = unique_table("kd_dml"), unique_table("offsets"), unique_table("none")
+    owner = SqlOffsetStore.postgres(dsn, table=table)
+    owner.save("g", [OffsetRange("events", 0, 0, 3)])  # the owner creates the table
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE ROLE "{role}" LOGIN')
+        conn.execute(f'GRANT SELECT, INSERT, UPDATE ON "{table}" TO "{role}"')
+    role_dsn = psycopg.conninfo.make_conninfo(dsn, user=role)
+    stores = [SqlOffsetStore.postgres(role_dsn, table=table, create_table=c) for c in (True, False)]
+    try:
+        for i, store in enumerate(stores):
+            assert store.load("g") == {TP0: 3 + 5 * i}
+            with store.transaction("g", [OffsetRange("events", 0, 3 + 5 * i, 8 + 5 * i)]):
+                pass
+        stores[0].save("g2", [OffsetRange("events", 1, 0, 4)])  # the upsert's INSERT
+        assert owner.load("g2") == {TP1: 4} and owner.load("g") == {TP0: 13}
+        # A missing table: the database's refusal, or (create_table=False) the DDL to run.
+        with pytest.raises(OffsetStoreError, match="permission denied for schema public"):
+            SqlOffsetStore.postgres(role_dsn, table=missing).load("g")
+        with pytest.raises(OffsetStoreError, match=f'CREATE TABLE IF NOT EXISTS "{missing}"'):
+            SqlOffsetStore.postgres(role_dsn, table=missing, create_table=False).load("g")
+    finally:
+        for store in (*stores, owner):
+            store.close()
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f'DROP TABLE IF EXISTS "{table}"')
+            conn.execute(f'DROP ROLE IF EXISTS "{role}"')

@@ -157,6 +157,20 @@ def test_offset_range_accessors() -> None:
     assert str(rng) == "orders-3 [10, 20)"
 
 
+def test_offset_range_has_sparks_factory_and_topic_partition() -> None:
+    # Spark's OffsetRange.create (both overloads) and topicPartition().
+    rng = OffsetRange.create("t", 3, 10, 20)
+    assert rng == OffsetRange("t", 3, 10, 20)
+    assert rng.topicPartition() == TopicPartition("t", 3)
+    assert OffsetRange.create(TopicPartition("t", 3), 10, 20) == rng
+    with pytest.raises(ConfigurationError, match=r"OffsetRange\.create"):
+        OffsetRange.create("t", 3, 10)
+    with pytest.raises(ConfigurationError, match=r"OffsetRange\.create"):
+        OffsetRange.create(TopicPartition("t", 3), 10, 20, 30)
+    with pytest.raises(ConfigurationError, match="fromOffset <= untilOffset"):
+        OffsetRange.create("t", 3, 20, 10)
+
+
 def test_offset_range_is_frozen_hashable_and_ordered() -> None:
     rng = OffsetRange("b", 0, 1, 2)
     with pytest.raises(dataclasses.FrozenInstanceError):

@@ -50,7 +50,9 @@ RecordCheck = Callable[[ShareRecord], object]
 class ShareStreamConfig(ReceiverStreamConfig):
     """``createShareStream``'s arguments, checked. Small and picklable: receivers get a copy."""
 
-    max_delivery_attempts: int = 5
+    # One below Kafka's default share.delivery.count.limit (5): a record whose last delivery
+    # ended with its receiver then comes once more, and is rejected and named.
+    max_delivery_attempts: int = 4
     record_check: RecordCheck | None = None
     ack_commit_interval_s: float = 1.0
     #: The group's ``share.record.lock.duration.ms`` (else the broker's), read at start.

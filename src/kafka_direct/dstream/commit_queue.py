@@ -43,8 +43,9 @@ class CommitQueue:
 
     def add(self, ranges: Iterable[OffsetRange], callback: CommitCallback | None) -> None:
         with self._lock:
-            if callback is not None:
-                self.callback = callback  # Spark: only the most recent callback is used
+            # Spark: only the most recent callback is used, and commitAsync(ranges) without one
+            # sets it to null, so an earlier callback stops being called.
+            self.callback = callback
             self._items.extend(ranges)
 
     def drain(self) -> list[OffsetRange]:
@@ -86,12 +87,14 @@ class CommitQueue:
         callback = self.callback
         try:
             store.save(group_id, ranges)
-        except (OffsetConflictError, NotAuthorizedError):
+        except (OffsetConflictError, NotAuthorizedError) as exc:
             # Another writer owns the group (committing on would hide duplicates), or the
-            # principal may not commit to it (waiting cannot fix that).
+            # principal may not commit to it (waiting cannot fix that): the stream stops.
+            _notify(callback, offsets, exc, group_id)
             raise
         except Exception as exc:  # noqa: BLE001 - any store's failure: keep the offsets queued
-            self.add(ranges, None)
+            with self._lock:  # queued again, under the callback the user set last
+                self._items[:0] = ranges
             log.warning(
                 "Committing %s for group %s failed; retrying after the next batch: %s",
                 describe_offsets(offsets),

@@ -166,7 +166,7 @@ class KafkaUtils:
         batchInterval: float,
         walDir: str,
         numReceivers: int = 1,
-        maxDeliveryAttempts: int = 5,
+        maxDeliveryAttempts: int = 4,
         recordCheck: RecordCheck | None = None,
         ackCommitInterval: float = 1.0,
         maxPendingBlocks: int | None = None,
@@ -293,11 +293,6 @@ def batch_frame(
     reader = spark.read.format("kafka_direct")
     for key, value in kafka.items():
         reader = reader.option(f"kafka.{key}", value)
-    if "ssl.keystore.location" in kafka and "ssl.keystore.type" not in kafka:
-        # These settings are translated already, where a keystore left at its location is
-        # PKCS#12 (librdkafka reads it); the source translates them again, and the Java
-        # client's default type (JKS) would send it through keytool in every batch's planner.
-        reader = reader.option("kafka.ssl.keystore.type", "PKCS12")
     for key, value in options.items():
         reader = reader.option(key, value)
     return reader.option("offsetRanges", json.dumps(ranges_to_json(wanted))).load()

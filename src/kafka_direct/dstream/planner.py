@@ -12,7 +12,9 @@ This is the first half of Spark's ``DirectKafkaInputDStream.compute``, everythin
   (:func:`~kafka_direct.planning.resolve.resolve_known`);
 - :meth:`DirectStreamPlanner.plan`: the strategy's partitions (new topics for a pattern, new
   partitions), their latest and earliest offsets, one request each for all partitions; new
-  partitions start at a given or stored offset, else at earliest, with Spark's data-loss checks
+  partitions start at a given or stored offset, else at earliest (Spark's DStream uses its
+  consumer's position there: the committed offset, else ``auto.offset.reset``; earliest loses
+  nothing), with Spark's data-loss checks
   (:func:`~kafka_direct.planning.resolve.resolve_new_partitions`); then the rate limits and the
   backpressure rate ``clamp`` each partition's ``untilOffset``;
 - :class:`RateController`: the backpressure rate each batch is planned with, fed by the
@@ -21,7 +23,10 @@ This is the first half of Spark's ``DirectKafkaInputDStream.compute``, everythin
 
 Faults, as in the structured source (:mod:`kafka_direct.planning.patience`): a partition whose
 offsets the cluster does not answer keeps its position in this batch; a batch with no answer at
-all reads nothing; only after ``unavailable_timeout_ms`` without offsets does the stream fail.
+all reads nothing; a new partition whose stored offset cannot be read stays out of the batch,
+still new; only after ``unavailable_timeout_ms`` without an answer does the stream fail. Errors
+name ``createDirectStream``'s arguments: ``failOnDataLoss=False`` in a ``DataLossError``, the
+strategy's ``offsets`` or the group's stored offsets for an offset past the log end.
 
 The structured source plans its micro-batches in :mod:`kafka_direct.planning.micro_batch`
 instead: Spark's checkpoint owns its offsets, and its limits are ``ReadLimit``s rather than a
@@ -35,7 +40,12 @@ from collections.abc import Callable, Mapping
 
 from kafka_direct.config.dstream import RateFunction
 from kafka_direct.dstream.strategies import ConsumerStrategy
-from kafka_direct.errors import KafkaClientError, OffsetsUnavailableError
+from kafka_direct.errors import (
+    ConfigurationError,
+    DataLossError,
+    KafkaClientError,
+    OffsetsUnavailableError,
+)
 from kafka_direct.offsets import OffsetRange, PartitionOffsets, TopicPartition
 from kafka_direct.planning.data_loss import LossLedger, apply_data_loss_policy, detect_data_loss
 from kafka_direct.planning.patience import OffsetPatience
@@ -43,6 +53,7 @@ from kafka_direct.planning.pid import PIDRateEstimator
 from kafka_direct.planning.rates import clamp, max_messages_per_partition
 from kafka_direct.planning.reader import DSTREAM, OffsetReader
 from kafka_direct.planning.resolve import Fallback, resolve_known, resolve_new_partitions
+from kafka_direct.stores.base import OffsetStoreError
 
 __all__ = ["DirectStreamPlanner", "RateController"]
 
@@ -74,56 +85,93 @@ class DirectStreamPlanner:
         self._interval_s = batch_interval_s
         self._max_rate = max_rate
         self._min_rate = min_rate
-        self._fail_on_data_loss = fail_on_data_loss
+        self.fail_on_data_loss = fail_on_data_loss
         self._patience = patience or OffsetPatience(600_000, what=f"Stream {strategy.group_id}")
         self.losses = LossLedger()
 
     def initial_offsets(self) -> PartitionOffsets:
         """Where the stream starts: given > stored > ``auto.offset.reset``."""
+        try:
+            return self._patience.wait_for("resolve the starting offsets", self._resolve_start)
+        except DataLossError as exc:
+            raise exc.raised_by("createDirectStream") from None
 
-        strategy = self.strategy
-
-        def resolve() -> PartitionOffsets:
-            tps = sorted(
-                self._patience.partitions(
-                    lambda: self.reader.partitions(strategy.subscription, rules=DSTREAM)
+    def _resolve_start(self) -> PartitionOffsets:
+        strategy, group = self.strategy, self.strategy.group_id
+        tps = sorted(
+            self._patience.partitions(
+                lambda: self.reader.partitions(strategy.subscription, rules=DSTREAM)
+            )
+        )
+        # Loaded for every partition, given ones too: the store learns where the stream starts
+        # (a Kafka group store checks each commit against it).
+        stored = self._load_stored(tps) if tps else {}
+        given = {tp: off for tp, off in strategy.offsets.items() if tp in set(tps)}
+        rest = [tp for tp in tps if tp not in given]
+        missing = [tp for tp in rest if tp not in stored]
+        if missing and strategy.auto_offset_reset == "none":
+            raise ConfigurationError(
+                "auto.offset.reset",
+                "none",
+                "an offset for every partition the stream reads; none for "
+                + ", ".join(map(str, missing)),
+                f"Commit offsets for group '{group}', pass offsets to the strategy, or set "
+                "'auto.offset.reset' to 'earliest' or 'latest'.",
+            )
+        start: PartitionOffsets = {}
+        # Each source of offsets is its own "option" in the error for an offset past the log
+        # end: the strategy's offsets argument, or what the group's store holds.
+        if given:
+            start.update(
+                resolve_known(
+                    given,
+                    sorted(given),
+                    self.reader,
+                    fallback="error",
+                    option="offsets",
+                    fail_on_data_loss=self.fail_on_data_loss,
+                    beyond_fix=lambda tp: (
+                        f"ConsumerStrategies.{strategy.name} was given an offset that does not "
+                        f"exist yet: check the topic was not recreated, or give {tp} an offset "
+                        "within its log."
+                    ),
                 )
             )
-            stored = self._load_stored(tps) if tps else {}
-            given = {tp: off for tp, off in strategy.offsets.items() if tp in set(tps)}
-            start = resolve_known(
-                {**stored, **given},
-                tps,
-                self.reader,
-                fallback=_FALLBACK[strategy.auto_offset_reset],
-                option="auto.offset.reset",
-                refused_value="none",
-                fail_on_data_loss=self._fail_on_data_loss,
-                missing_fix=(
-                    f"Commit offsets for group '{strategy.group_id}', pass offsets to the "
-                    "strategy, or set 'auto.offset.reset' to 'earliest' or 'latest'."
-                ),
-                where=lambda tp: (
-                    "given to the strategy" if tp in strategy.offsets else "stored for the group"
-                ),
-                beyond_fix=lambda tp: (
-                    "The offset does not exist yet: check the topic was not recreated, or reset "
-                    f"the group's offsets for {tp}."
-                ),
+        if rest:
+            start.update(
+                resolve_known(
+                    {tp: off for tp, off in stored.items() if tp in set(rest)},
+                    rest,
+                    self.reader,
+                    fallback=_FALLBACK[strategy.auto_offset_reset],
+                    option=f"offsets stored for group '{group}'",
+                    fail_on_data_loss=self.fail_on_data_loss,
+                    beyond_fix=lambda tp: (
+                        "The stored offset does not exist yet: check the topic was not "
+                        f"recreated, or reset the group's offsets for {tp} (kafka-direct "
+                        "offsets reset)."
+                    ),
+                )
             )
-            log.info(
-                "%s starts at %s",
-                strategy.describe(),
-                {str(tp): off for tp, off in sorted(start.items())},
-            )
-            return start
-
-        return self._patience.wait_for("resolve the starting offsets", resolve)
+        log.info(
+            "%s starts at %s",
+            strategy.describe(),
+            {str(tp): off for tp, off in sorted(start.items())},
+        )
+        return start
 
     def plan(
         self, current: Mapping[TopicPartition, int], backpressure_rate: float | None = None
     ) -> list[OffsetRange]:
         """The next batch's ranges, one per partition (empty ones included), from ``current``."""
+        try:
+            return self._plan(current, backpressure_rate)
+        except DataLossError as exc:
+            raise exc.raised_by("createDirectStream") from None
+
+    def _plan(
+        self, current: Mapping[TopicPartition, int], backpressure_rate: float | None
+    ) -> list[OffsetRange]:
         try:
             tps = self._patience.partitions(
                 lambda: self.reader.partitions(self.strategy.subscription, rules=DSTREAM)
@@ -137,7 +185,6 @@ class DirectStreamPlanner:
             ]
         if missing:
             self._patience.partial(missing)
-        self._patience.answered(latest)
         start = dict(current)
         # A partition without an answer is not gone: it keeps its position in this batch.
         held = {tp: off for tp, off in start.items() if tp in missing}
@@ -150,23 +197,28 @@ class DirectStreamPlanner:
                 losses,
                 checked,
                 earliest,
-                fail_on_data_loss=self._fail_on_data_loss,
+                fail_on_data_loss=self.fail_on_data_loss,
                 logger=log,
                 ledger=self.losses,
             )
         start = {**checked, **held}
-        latest.update(held)
         new = sorted(tp for tp in set(latest) - set(start) if tp in earliest)
+        given, unstored = self._new_partition_offsets(new)
+        # Answered, except new partitions whose stored offsets could not be read: their
+        # waiting goes on (answered() would restart it every batch).
+        self._patience.answered(tp for tp in latest if tp not in unstored)
+        if unstored:
+            self._patience.partial(unstored)  # raises once they have waited too long
+        latest.update(held)
+        new = [tp for tp in new if tp not in unstored]
         if new:
-            stored = self._load_stored(new)
-            given = {tp: self.strategy.offsets.get(tp, stored.get(tp)) for tp in new}
             start.update(
                 resolve_new_partitions(
                     new,
                     earliest,
-                    given={tp: off for tp, off in given.items() if off is not None},
+                    given=given,
                     latest=latest,
-                    fail_on_data_loss=self._fail_on_data_loss,
+                    fail_on_data_loss=self.fail_on_data_loss,
                     ledger=self.losses,
                 )
             )
@@ -181,6 +233,25 @@ class DirectStreamPlanner:
         )
         until = clamp(start, ends, messages)
         return [OffsetRange(tp.topic, tp.partition, start[tp], until[tp]) for tp in sorted(start)]
+
+    def _new_partition_offsets(
+        self, new: list[TopicPartition]
+    ) -> tuple[PartitionOffsets, dict[TopicPartition, str]]:
+        """The offsets given or stored for partitions that appeared, and the partitions whose
+        stored offset could not be read (an outage of the store, or of the group's
+        coordinator): those stay new, out of this batch, as partitions without an answer."""
+        given = {tp: self.strategy.offsets[tp] for tp in new if tp in self.strategy.offsets}
+        ask = [tp for tp in new if tp not in given]
+        if not ask:
+            return given, {}
+        try:
+            stored = self._load_stored(ask)
+        except (KafkaClientError, OffsetStoreError) as exc:
+            if isinstance(exc, KafkaClientError) and not exc.retriable:
+                raise
+            why = f"its stored offset could not be read: {exc}"
+            return given, dict.fromkeys(ask, why)
+        return {**{tp: off for tp, off in stored.items() if tp in set(ask)}, **given}, {}
 
 
 def _answered(

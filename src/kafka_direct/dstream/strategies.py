@@ -142,8 +142,10 @@ class ConsumerStrategies:
         Spark Streaming's ``SubscribePattern`` does: it hands the pattern to the Java consumer's
         ``subscribe(Pattern)``, which keeps a topic when ``matcher(name).matches()``. (The
         structured source's ``subscribePattern`` keeps a topic whose name merely contains a
-        match, as Spark's does: :data:`~kafka_direct.planning.reader.STRUCTURED`.)"""
-        text = pattern.pattern if isinstance(pattern, re.Pattern) else pattern
+        match, as Spark's does: :data:`~kafka_direct.planning.reader.STRUCTURED`.) A compiled
+        pattern keeps its IGNORECASE, MULTILINE, DOTALL and VERBOSE flags; Kafka's internal
+        topics are never matched."""
+        text = _pattern_text(pattern)
         if not isinstance(text, str) or not text:
             # An empty regex matches every topic; never read the whole cluster by accident.
             raise ConfigurationError("pattern", text, "a non-empty regular expression")
@@ -184,6 +186,34 @@ def _strategy(
 ) -> ConsumerStrategy:
     kafka, group, reset = validate_params(params)
     return ConsumerStrategy(name, subscription, kafka, group, reset, offsets)
+
+
+#: The flags of a compiled pattern that travel as inline flags (Java's regex has the same
+#: letters); re.UNICODE is the default of every str pattern.
+_INLINE_FLAGS = {re.IGNORECASE: "i", re.MULTILINE: "m", re.DOTALL: "s", re.VERBOSE: "x"}
+
+
+def _pattern_text(pattern: object) -> object:
+    """A pattern's text; a compiled pattern's flags become inline flags in front, so that
+    ``re.compile("events-.*", re.I)`` matches as it would in Python. Only the text travels
+    (the subscription is text, as a Java ``Pattern`` would be), and dropping a flag would
+    silently change which topics are read."""
+    if not isinstance(pattern, re.Pattern):
+        return pattern
+    if not isinstance(pattern.pattern, str):
+        raise ConfigurationError("pattern", pattern.pattern, "a str regular expression, not bytes")
+    flags = pattern.flags & ~re.UNICODE
+    other = flags & ~sum(_INLINE_FLAGS)
+    if other:
+        raise ConfigurationError(
+            "pattern",
+            pattern.pattern,
+            "a pattern compiled with no flags but re.IGNORECASE, re.MULTILINE, re.DOTALL or "
+            f"re.VERBOSE (got {re.RegexFlag(other)!r})",
+            "Pass the pattern as text, with inline flags such as '(?i)' where it needs them.",
+        )
+    letters = "".join(letter for flag, letter in _INLINE_FLAGS.items() if flags & flag)
+    return f"(?{letters}){pattern.pattern}" if letters else pattern.pattern
 
 
 def _topic_partition(value: object, option: str) -> TopicPartition:

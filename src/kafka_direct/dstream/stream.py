@@ -165,6 +165,9 @@ class DirectKafkaStream(StreamLifecycle[BatchInfo]):
     ) -> None:
         """Queue ranges for commit; they are committed when the running batch's function returns
         (the highest ``untilOffset`` per partition), or at the end of the next batch. Threadsafe.
+
+        As in Spark, only the most recent ``callback`` is used: ``commitAsync(ranges)`` without
+        one means no callback for the commits that follow, not the previous one.
         """
         ranges = list(offsetRanges)
         bad = [r for r in ranges if not isinstance(r, OffsetRange)]
@@ -179,6 +182,9 @@ class DirectKafkaStream(StreamLifecycle[BatchInfo]):
         self._check_startable()
         try:
             self._store.check_access(self.group_id)
+            self._store.attach_stream(
+                self.group_id, fail_on_data_loss=self._planner.fail_on_data_loss
+            )
             self._current = self._planner.initial_offsets()
         except BaseException:
             self._close_clients()
@@ -257,8 +263,13 @@ class DirectKafkaStream(StreamLifecycle[BatchInfo]):
                     exc,
                 )
                 if self._stop_requested.wait(self._retry_interval_s):
+                    # The batch failed before the stop came: a stop ends the retries, it does
+                    # not make the failure go away (awaitTermination must raise it).
                     log.warning("Stopped before retrying batch %d; not committed", batch_id)
-                    raise Stopped from exc
+                    if planning:
+                        raise
+                    assert ranges is not None
+                    raise BatchFailedError(batch_id, ranges, attempts, exc) from exc
         committed = self._queue.commit_all(self._store, self.group_id)
         with self._lock:
             self._current = {r.topic_partition: r.until_offset for r in ranges}

@@ -5,6 +5,10 @@ This is where Spark's ``commitAsync`` lands: offsets committed here are what
 ``kafka-consumer-groups --describe`` and every lag monitor read. Committing uses the AdminClient
 (``alter_consumer_group_offsets``), so no consumer joins the group; Kafka refuses it while the
 group has active members, which protects a group that some other application is consuming with.
+It does not protect against a second copy of the same stream, which has no members either:
+:func:`group_members` lets a stream refuse to start beside active members, and the Kafka group
+store checks the committed offsets before each commit
+(:class:`~kafka_direct.stores.kafka_store.KafkaGroupStore`).
 """
 
 from __future__ import annotations
@@ -13,9 +17,9 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any
+from typing import Any, NamedTuple
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as CkTopicPartition
 
 from kafka_direct.config.kafka import KafkaConfig
@@ -26,12 +30,26 @@ from kafka_direct.kafka.authorization import Access
 from kafka_direct.kafka.translate import kafka_errors, translate
 from kafka_direct.offsets import PartitionOffsets, TopicPartition
 
-__all__ = ["GroupCommitter", "commit_group_offsets", "fetch_group_offsets"]
+__all__ = [
+    "GroupCommitter",
+    "GroupMember",
+    "commit_group_offsets",
+    "fetch_group_commits",
+    "fetch_group_offsets",
+    "group_members",
+    "warn_gone",
+]
 
 log = logging.getLogger(__name__)
 
 #: librdkafka's OFFSET_INVALID: the group has no committed offset for the partition.
 _NO_OFFSET = -1001
+#: A commit's per-partition answers for a topic the cluster no longer has.
+_TOPIC_GONE = {
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError._UNKNOWN_TOPIC,
+    KafkaError._UNKNOWN_PARTITION,
+}
 #: Group-coordinator answers that pass by waiting.
 _COORDINATOR_BUSY = {"COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE", "NOT_COORDINATOR"}
 _COORDINATOR_RETRY_S = 0.2
@@ -49,6 +67,19 @@ def fetch_group_offsets(
 
     ``tps=None`` asks for every partition the group has committed.
     """
+    commits = fetch_group_commits(kafka, group, tps, timeout_s=timeout_s, admin=admin)
+    return {tp: offset for tp, (offset, _metadata) in commits.items()}
+
+
+def fetch_group_commits(
+    kafka: Mapping[str, str],
+    group: str,
+    tps: Iterable[TopicPartition] | None = None,
+    *,
+    timeout_s: float = 30.0,
+    admin: Any = None,
+) -> dict[TopicPartition, tuple[int, str]]:
+    """:func:`fetch_group_offsets` with each commit's metadata string ('' when none was given)."""
     admin = admin or new_admin_client(kafka)
     wanted = None if tps is None else [CkTopicPartition(tp.topic, tp.partition) for tp in tps]
     request = [ConsumerGroupTopicPartitions(group, wanted)]
@@ -70,10 +101,10 @@ def fetch_group_offsets(
                 raise error from exc
             log.info("%s: %s; retrying", context, error.code)
             time.sleep(_COORDINATOR_RETRY_S)
-    out: PartitionOffsets = {}
+    out: dict[TopicPartition, tuple[int, str]] = {}
     for ck in result.topic_partitions or []:
         if ck.error is None and ck.offset >= 0 and ck.offset != _NO_OFFSET:
-            out[TopicPartition(ck.topic, ck.partition)] = int(ck.offset)
+            out[TopicPartition(ck.topic, ck.partition)] = (int(ck.offset), ck.metadata or "")
     return out
 
 
@@ -84,17 +115,28 @@ def commit_group_offsets(
     *,
     timeout_s: float = 30.0,
     admin: Any = None,
-) -> None:
-    """Commit ``offsets`` (next offset to read, per partition) for ``group``.
+    metadata: str | None = None,
+) -> dict[TopicPartition, str]:
+    """Commit ``offsets`` (next offset to read, per partition) for ``group``, with the
+    ``metadata`` string Kafka keeps beside each offset (the writer's name, for a store that
+    must tell its own commits from another writer's).
 
-    Raises :class:`~kafka_direct.errors.KafkaClientError` on failure; callers that must never
-    fail (the streaming source) catch, log and retry.
+    Kafka answers per partition, and commits the others when it refuses one. A partition of a
+    topic the cluster no longer has (``UNKNOWN_TOPIC_OR_PART``: deleted since it was read) is
+    not an error: it is returned with Kafka's reason, and the rest counts as committed; a
+    caller that kept it for a retry would fail every later commit on it. Any other refusal
+    raises :class:`~kafka_direct.errors.KafkaClientError`; callers that must never fail (the
+    streaming source) catch, log and retry.
     """
     if not offsets:
-        return
+        return {}
     admin = admin or new_admin_client(kafka)
     tps = [
-        CkTopicPartition(tp.topic, tp.partition, int(off)) for tp, off in sorted(offsets.items())
+        # confluent-kafka refuses metadata=None: leave it out when there is none.
+        CkTopicPartition(tp.topic, tp.partition, int(off))
+        if metadata is None
+        else CkTopicPartition(tp.topic, tp.partition, int(off), metadata=metadata)
+        for tp, off in sorted(offsets.items())
     ]
     context = f"Committing offsets of group '{group}'"
     access = Access(kafka, topics=sorted({tp.topic for tp in offsets}), group=group)
@@ -106,9 +148,64 @@ def commit_group_offsets(
         result = futures[group].result(timeout=timeout_s + 5)
     except (KafkaException, FutureTimeout) as exc:
         raise translate(exc, context, access=access) from exc
+    gone: dict[TopicPartition, str] = {}
     for ck in result.topic_partitions or []:
-        if ck.error is not None:
-            raise translate(ck.error, f"{context} for {ck.topic}-{ck.partition}", access=access)
+        if ck.error is None:
+            continue
+        if ck.error.code() in _TOPIC_GONE:
+            gone[TopicPartition(ck.topic, ck.partition)] = f"{ck.error.str()} ({ck.error.name()})"
+            continue
+        raise translate(ck.error, f"{context} for {ck.topic}-{ck.partition}", access=access)
+    return gone
+
+
+def warn_gone(gone: Mapping[TopicPartition, str], group: str, warned: set[TopicPartition]) -> None:
+    """Say once per partition (``warned`` remembers) that a commit left it out."""
+    new = {tp: why for tp, why in gone.items() if tp not in warned}
+    if new:
+        warned.update(new)
+        log.warning(
+            "Group '%s': Kafka no longer has %s (%s); its offset was not committed, and the "
+            "other partitions' were",
+            group,
+            ", ".join(map(str, sorted(new))),
+            next(iter(new.values())),
+        )
+
+
+class GroupMember(NamedTuple):
+    """An active member of a consumer group, as ``kafka-consumer-groups --describe
+    --members`` shows it."""
+
+    client_id: str
+    host: str
+    member_id: str
+
+    def __str__(self) -> str:
+        return f"{self.client_id or '<no client.id>'} on {self.host.lstrip('/') or '?'}"
+
+
+def group_members(
+    kafka: Mapping[str, str], group: str, *, timeout_s: float = 30.0, admin: Any = None
+) -> list[GroupMember]:
+    """The active members of ``group`` (none for a group that does not exist, or that only
+    holds committed offsets): one DescribeGroups request."""
+    admin = admin or new_admin_client(kafka)
+    context = f"Describing group '{group}'"
+    access = Access(kafka, group=group, group_operations="DESCRIBE")
+    with kafka_errors(context, access=access):
+        futures = admin.describe_consumer_groups([group], request_timeout=timeout_s)
+    try:
+        description = futures[group].result(timeout=timeout_s + 5)
+    except (KafkaException, FutureTimeout) as exc:
+        error = translate(exc, context, access=access)
+        if error.code == "GROUP_ID_NOT_FOUND":  # the consumer protocol's answer (KIP-848)
+            return []
+        raise error from exc
+    return sorted(
+        GroupMember(str(m.client_id or ""), str(m.host or ""), str(m.member_id or ""))
+        for m in description.members or []
+    )
 
 
 class GroupCommitter:
@@ -140,6 +237,7 @@ class GroupCommitter:
         self._retry_at = 0.0
         self._admin: Any = None
         self._checked = False
+        self._gone: set[TopicPartition] = set()
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -172,7 +270,7 @@ class GroupCommitter:
         try:
             if self._admin is None:
                 self._admin = new_admin_client(self.kafka)
-            commit_group_offsets(
+            gone = commit_group_offsets(
                 self.kafka, self.group, offsets, timeout_s=self.timeout_s, admin=self._admin
             )
         except NotAuthorizedError:
@@ -192,8 +290,9 @@ class GroupCommitter:
                 exc,
             )
             return False
+        warn_gone(gone, self.group, self._gone)
         self.failures = 0
         self._retry_at = 0.0
-        self.last_committed = dict(offsets)
+        self.last_committed = {tp: off for tp, off in offsets.items() if tp not in gone}
         log.info("Committed offsets of %d partition(s) to group '%s'", len(offsets), self.group)
         return True

@@ -56,7 +56,7 @@ from kafka_direct.planning.reader import (
     rules_for,
 )
 
-__all__ = ["AdminOffsetReader"]
+__all__ = ["INTERNAL_TOPICS", "AdminOffsetReader"]
 
 log = logging.getLogger(__name__)
 # confluent-kafka ships OffsetSpec untyped; typed as Any once here rather than at every call.
@@ -66,6 +66,11 @@ T = TypeVar("T")
 #: librdkafka's OFFSET_INVALID: what ListOffsets answers, with no error, for a partition whose
 #: leader did not answer in time.
 OFFSET_INVALID = -1001
+
+#: Kafka's internal topics (``Topic.isInternal``): a pattern never picks them, as neither the
+#: Java consumer (``exclude.internal.topics``) nor Spark's admin listing does. Other names that
+#: start with ``__`` are ordinary topics (Debezium's heartbeats, Kafka Streams' ...).
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
 def _describe_invalid(offset: int) -> str:
@@ -180,16 +185,14 @@ class AdminOffsetReader:
     # -- metadata ------------------------------------------------------------------------------
 
     def topic_partitions(self) -> dict[str, set[int]]:
-        """Every non-internal topic and its partitions (no topic auto-creation side effect)."""
+        """Every topic and its partitions (no topic auto-creation side effect), Kafka's
+        internal topics included: a topic named explicitly is read as given, as the Java
+        consumer reads one; pattern subscriptions leave them out (:meth:`partitions`)."""
 
         def call() -> dict[str, set[int]]:
             with kafka_errors("Fetching topic metadata"):
                 meta = self.admin.list_topics(timeout=self._timeout_s)
-            return {
-                name: set(t.partitions)
-                for name, t in meta.topics.items()
-                if t.error is None and not name.startswith("__")
-            }
+            return {name: set(t.partitions) for name, t in meta.topics.items() if t.error is None}
 
         return self._retrying("fetch topic metadata", call)
 
@@ -197,11 +200,13 @@ class AdminOffsetReader:
         """The partitions of the topics ``names`` that exist: ONE DescribeTopics request for
         just them. A stream asks at every trigger, and a listing of the whole cluster
         (:meth:`topic_partitions`) grows with every topic in it. As in a listing, a topic that
-        does not exist, that this principal may not describe, or that is internal is left out
-        (describing a topic never auto-creates it, where a metadata request for it from this
-        client would). If describing fails once (no controller answers), this reader lists the
-        cluster's topics from then on: slower, never wrong."""
-        wanted = sorted({n for n in names if not n.startswith("__")})
+        does not exist, or that this principal may not describe, is left out (describing a
+        topic never auto-creates it, where a metadata request for it from this client would).
+        A name is taken as given, a name starting with ``__`` and Kafka's internal topics
+        included (the Java consumer's ``exclude.internal.topics`` applies to patterns only). If
+        describing fails once (no controller answers), this reader lists the cluster's topics
+        from then on: slower, never wrong."""
+        wanted = sorted(set(names))
         if not wanted:
             return {}
         self.connect()
@@ -252,8 +257,12 @@ class AdminOffsetReader:
             self.check_rights(sorted({tp.topic for tp in strategy.partitions}))
             topics = self.named_topic_partitions(tp.topic for tp in strategy.partitions)
             return assigned_partitions(strategy.partitions, topics, rules)
-        # subscribePattern: every topic's name, as Spark's connector lists them at each trigger.
-        topics = self.topic_partitions()
+        # subscribePattern: every topic's name, as Spark's connector lists them at each trigger
+        # (its admin listing, like the Java consumer's pattern subscription, leaves Kafka's
+        # internal topics out).
+        topics = {
+            t: parts for t, parts in self.topic_partitions().items() if t not in INTERNAL_TOPICS
+        }
         matched = matching_topics(strategy.pattern or "", topics, rules.pattern)
         self.check_rights(matched)
         return {TopicPartition(t, p) for t in matched for p in topics[t]}

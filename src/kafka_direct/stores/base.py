@@ -51,6 +51,12 @@ class OffsetStore(ABC):
         """Raise if this store may never hold ``group``'s offsets (a right refused), before
         a stream starts; nothing to check by default."""
 
+    def attach_stream(self, group: str, *, fail_on_data_loss: bool) -> None:  # noqa: B027
+        """Called by a direct stream that keeps ``group``'s offsets here, before its first
+        batch: raise if the stream must not start (a Kafka group with active members), and
+        remember what judging the stream's writes needs (``failOnDataLoss``: whether a batch
+        may start past the stored offset). Nothing by default."""
+
     def close(self) -> None:  # noqa: B027 - optional for stores without resources
         """Release connections; the store is unusable afterwards."""
 

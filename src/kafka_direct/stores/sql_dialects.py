@@ -89,6 +89,27 @@ class Dialect:
             f"PRIMARY KEY (group_id, topic, {p}))"
         )
 
+    def table_exists(self, table: str) -> tuple[str, tuple[str | None, ...]]:
+        """A query (and its parameters) that returns a non-NULL first column when ``table``
+        exists, and no row or NULL when it does not. It needs no right to create anything, so
+        a store whose user may only read and write the table finds it (PostgreSQL 15 grants
+        no one CREATE on the public schema, and CREATE TABLE IF NOT EXISTS is refused without
+        it even when the table exists)."""
+        self.table(table)  # validated: the name appears in the SQL below only for SQLite
+        schema, _, name = table.rpartition(".")
+        ph = self.placeholder
+        if self.name == "sqlite":
+            master = f"{self.quote(schema)}.sqlite_master" if schema else "sqlite_master"
+            return f"SELECT 1 FROM {master} WHERE type = 'table' AND name = {ph}", (name,)
+        if self.name == "postgres":
+            # The quoted name, resolved as the statements resolve it (search_path).
+            return f"SELECT to_regclass({ph})", (self.quote(table),)
+        return (
+            "SELECT 1 FROM information_schema.tables "
+            f"WHERE table_schema = COALESCE({ph}, DATABASE()) AND table_name = {ph}",
+            (schema or None, name),
+        )
+
     def select_group(self, table: str, *, lock: bool = False) -> str:
         t, p, ph = self.table(table), self.quote("partition"), self.placeholder
         suffix = self.lock_suffix if lock else ""

@@ -80,8 +80,8 @@ class StoreSession:
         a concurrent first insert fail. ``insert_if_absent`` also inserts when nothing is stored
         although an offset was expected (a first batch that starts mid-log). ``allow_gap`` also
         moves a stored offset below ``expected``: offsets planned past records that were lost
-        (``failOnDataLoss=False``), where no other writer can have left the store (offsets only
-        move forward), as the structured streams' helper accepts it.
+        (a stream with ``failOnDataLoss=False``). Without it such a gap is a conflict: the
+        records in it were never written through the store.
         """
         d, table, cur = self.dialect, self.table, self.cursor
         key = (group, tp.topic, tp.partition)
@@ -108,7 +108,8 @@ class StoreSession:
                 if cur.rowcount == 1 or new == stored:
                     log.warning(
                         "Group '%s': %s stood at offset %d and this batch starts at %d; offsets "
-                        "%d to %d were skipped when the batch was planned (failOnDataLoss=False)",
+                        "%d to %d were skipped (allowed: the stream runs with "
+                        "failOnDataLoss=False, or allow_gap=True was passed)",
                         group, tp, stored, expected, stored, expected - 1,
                     )  # fmt: skip
                     return

@@ -56,8 +56,11 @@ class SqlOffsetStore(OffsetStore):
 
     Construct with :meth:`sqlite`, :meth:`postgres` or :meth:`mysql`, or with any DB-API
     connection factory and its dialect. Connections are opened lazily and pooled (one per
-    concurrent caller), so the store is safe to share between threads. The table is created on
-    first use. ``repr`` shows where the store points, never a password.
+    concurrent caller), so the store is safe to share between threads. On first use the store
+    looks for its table and creates it if it is missing; with ``create_table=False`` it never
+    runs DDL, and a missing table is an :class:`~kafka_direct.stores.OffsetStoreError` that
+    shows the ``CREATE TABLE`` to run. A database user that may only read and write an
+    existing table needs nothing more. ``repr`` shows where the store points, never a password.
     """
 
     def __init__(
@@ -79,8 +82,11 @@ class SqlOffsetStore(OffsetStore):
         self._max_idle = max_idle_connections
         self._idle: list[Connection] = []
         self._lock = threading.Lock()
-        self._table_ready = not create_table
+        self._table_ready = False
         self._closed = False
+        #: Groups whose direct stream runs with failOnDataLoss=False (attach_stream): their
+        #: transactions may start past the stored offset.
+        self._gaps_allowed: dict[str, bool] = {}
         #: Scrubbed from the driver's messages (set by the constructors that know one).
         self._password = ""
 
@@ -88,7 +94,12 @@ class SqlOffsetStore(OffsetStore):
 
     @classmethod
     def sqlite(
-        cls, path: str | os.PathLike[str], *, table: str = DEFAULT_TABLE, timeout_s: float = 30.0
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        table: str = DEFAULT_TABLE,
+        timeout_s: float = 30.0,
+        create_table: bool = True,
     ) -> SqlOffsetStore:
         """A store in an SQLite file: the embedded default, no server needed."""
         location = os.fspath(path)
@@ -101,11 +112,16 @@ class SqlOffsetStore(OffsetStore):
                 location, timeout=timeout_s, isolation_level=None, check_same_thread=False
             )
 
-        return cls(connect, "sqlite", table=table, target=location)
+        return cls(connect, "sqlite", table=table, target=location, create_table=create_table)
 
     @classmethod
     def postgres(
-        cls, dsn: str, *, table: str = DEFAULT_TABLE, connect_timeout_s: int = 10
+        cls,
+        dsn: str,
+        *,
+        table: str = DEFAULT_TABLE,
+        connect_timeout_s: int = 10,
+        create_table: bool = True,
     ) -> SqlOffsetStore:
         """A store in PostgreSQL, through psycopg 3 (``pip install 'kafka-direct[postgres]'``).
 
@@ -118,7 +134,7 @@ class SqlOffsetStore(OffsetStore):
         def connect() -> Connection:
             return psycopg.connect(dsn, autocommit=False, connect_timeout=connect_timeout_s)
 
-        store = cls(connect, "postgres", table=table, target=target)
+        store = cls(connect, "postgres", table=table, target=target, create_table=create_table)
         store._password = password
         return store
 
@@ -133,6 +149,7 @@ class SqlOffsetStore(OffsetStore):
         password: str = "",
         table: str = DEFAULT_TABLE,
         connect_timeout_s: int = 10,
+        create_table: bool = True,
         **connect_args: Any,
     ) -> SqlOffsetStore:
         """A store in MySQL or MariaDB, through PyMySQL (``pip install 'kafka-direct[mysql]'``).
@@ -154,7 +171,8 @@ class SqlOffsetStore(OffsetStore):
                 **connect_args,
             )
 
-        store = cls(connect, "mysql", table=table, target=f"{user}@{host}:{port}/{database}")
+        target = f"{user}@{host}:{port}/{database}"
+        store = cls(connect, "mysql", table=table, target=target, create_table=create_table)
         store._password = password
         return store
 
@@ -181,24 +199,40 @@ class SqlOffsetStore(OffsetStore):
         log.debug("Stored offsets of group '%s' in %r: %s", group, self, ends)
 
     @contextmanager
-    def transaction(self, group: str, ranges: Sequence[OffsetRange]) -> Iterator[Any]:
+    def transaction(
+        self, group: str, ranges: Sequence[OffsetRange], *, allow_gap: bool | None = None
+    ) -> Iterator[Any]:
         """One database transaction that applies a batch exactly once; yields its cursor.
 
         First, each partition's stored next offset moves from the batch's ``fromOffset`` to its
         ``untilOffset`` (a partition never stored is inserted, guarded by the primary key).
         If any partition is elsewhere, nothing runs: the transaction is rolled back and
         :class:`~kafka_direct.errors.OffsetConflictError` names the partition, the stored
-        offset and the batch's start. A stored offset *below* the batch's start moves too, with
-        a warning: the stream planned past records that were lost (``failOnDataLoss=False``).
-        Then the body writes the batch's results through the cursor; leaving the block commits
-        both, an exception rolls both back and propagates. Do not commit or roll back the
-        cursor's connection yourself.
+        offset and the batch's start. Then the body writes the batch's results through the
+        cursor; leaving the block commits both, an exception rolls both back and propagates.
+        Do not commit or roll back the cursor's connection yourself.
+
+        A stored offset *below* the batch's start is a gap: records between them were never
+        written through this store. That is what a stream that does not start from the store
+        produces (``createDirectStream`` without ``offsetStore=store``: it starts from the
+        Kafka group, or ``auto.offset.reset``), and committing it would lose them, so it is
+        refused. Only records deleted before they were read leave a legitimate gap, so it is
+        accepted, with a warning, when ``allow_gap`` is True, or (``allow_gap=None``, the
+        default) when the direct stream of ``group`` keeps its offsets here and runs with
+        ``failOnDataLoss=False``.
         """
         spans = _spans(ranges)
+        gaps = self._gaps_allowed.get(group, False) if allow_gap is None else allow_gap
         with self.session() as s:
             for tp, (start, end) in sorted(spans.items()):
-                s.advance(group, tp, start, end, insert_if_absent=True, allow_gap=True)
+                s.advance(group, tp, start, end, insert_if_absent=True, allow_gap=gaps)
             yield s.cursor
+
+    def attach_stream(self, group: str, *, fail_on_data_loss: bool) -> None:
+        """A direct stream keeps ``group``'s offsets here: with ``failOnDataLoss=False`` its
+        batches may start past the stored offset (records lost before they were read), and
+        :meth:`transaction` accepts that gap."""
+        self._gaps_allowed[group] = not fail_on_data_loss
 
     @contextmanager
     def session(self, *, write: bool = True) -> Iterator[StoreSession]:
@@ -243,7 +277,7 @@ class SqlOffsetStore(OffsetStore):
         # Shipped by cloudpickle (Spark Connect runs foreachBatch functions in another
         # process): connections and the lock stay behind; the copy opens its own.
         state = self.__dict__.copy()
-        state.update(_idle=[], _lock=None, _table_ready=not self._create_table)
+        state.update(_idle=[], _lock=None)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -270,6 +304,7 @@ class SqlOffsetStore(OffsetStore):
             log.warning("Could not read the stored offsets of group '%s'", conflict.group)
             now = {}
         details = []
+        gaps = []
         for tp, start in sorted(conflict.starts.items()):
             stored = now.get(tp)
             shown = "no stored offset" if stored is None else f"stored next offset {stored}"
@@ -277,7 +312,19 @@ class SqlOffsetStore(OffsetStore):
                 details.append(f"{tp}: {shown}, but this batch expected none to be stored yet")
             else:
                 details.append(f"{tp}: {shown}, but this batch starts at offset {start}")
-        return OffsetConflictError(conflict.group, "; ".join(details))
+                if stored is not None and stored < start:
+                    gaps.append(f"{stored} to {start - 1} of {tp}")
+        fix = None
+        if gaps and len(gaps) == len(details):
+            fix = (
+                f"The batch was not applied: offsets {', '.join(gaps)} were never written "
+                "through this store, and committing would lose them. The stream did not start "
+                "where the store stands: pass offsetStore=store to KafkaUtils.createDirectStream "
+                "(it then starts from the store). If those records were deleted before they "
+                "were read, run the stream with failOnDataLoss=False, or pass allow_gap=True "
+                "to store.transaction."
+            )
+        return OffsetConflictError(conflict.group, "; ".join(details), fix=fix)
 
     def _acquire(self) -> Connection:
         with self._lock:
@@ -291,7 +338,11 @@ class SqlOffsetStore(OffsetStore):
             conn = self._connect()
         if not self._table_ready:
             try:
-                with self._opening("create the offset table in", self.dialect.unusable_fix):
+                fix = (
+                    f"{self.dialect.unusable_fix} A user that may not create tables needs the "
+                    "table created by its owner: create_table=False shows the statement."
+                )
+                with self._opening("find or create the offset table in", fix):
                     self._ensure_table(conn)
             except BaseException:
                 _close_quietly(conn)
@@ -326,14 +377,16 @@ class SqlOffsetStore(OffsetStore):
         _close_quietly(conn)
 
     def _ensure_table(self, conn: Connection) -> None:
+        """Find the table, and create it only where it is missing (and allowed to)."""
         with self._lock:
             if self._table_ready:
                 return
-            statement = self.dialect.create_table(self.table)
             for attempt in (1, 2):
                 cursor = conn.cursor()
                 try:
-                    cursor.execute(statement)
+                    found = self._table_exists(cursor)
+                    if not found and self._create_table:
+                        cursor.execute(self.dialect.create_table(self.table))
                     conn.commit()
                     break
                 except Exception:
@@ -346,8 +399,21 @@ class SqlOffsetStore(OffsetStore):
                 finally:
                     with suppress(Exception):
                         cursor.close()
+            if not found and not self._create_table:
+                raise OffsetStoreError(
+                    f"The offset table {self.table} does not exist in the offset store {self!r}, "
+                    "and the store may not create it (create_table=False). Have its owner "
+                    f"create it: {self.dialect.create_table(self.table)}; then grant this user "
+                    "SELECT, INSERT and UPDATE on it."
+                )
             self._table_ready = True
-            log.debug("Offset table ready in %r", self)
+            log.debug("Offset table %s %s in %r", self.table, "found" if found else "created", self)
+
+    def _table_exists(self, cursor: Any) -> bool:
+        query, params = self.dialect.table_exists(self.table)
+        cursor.execute(query, params)
+        row = cursor.fetchone()
+        return row is not None and row[0] is not None
 
 
 def _spans(ranges: Sequence[OffsetRange]) -> dict[TopicPartition, tuple[int, int]]:

@@ -4,12 +4,16 @@
 - ``sqlite:///path/to/offsets.db``;
 - ``postgresql://user@host:5432/db``;
 - ``mysql://user[:password]@host:3306/db``.
+
+A SQL store's URL may end with ``?create_table=false``: the store then never runs DDL, for a
+database user that may only read and write the offset table (see
+:class:`~kafka_direct.stores.SqlOffsetStore`). A PostgreSQL URL's other parameters go to libpq.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from urllib.parse import SplitResult, unquote, urlsplit
+from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.stores.base import OffsetStore
@@ -29,10 +33,11 @@ def open_store(url: str, kafka_config: Mapping[str, str] | None = None) -> Offse
     shown = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"
     if scheme == "kafka" and parts.netloc:
         return KafkaGroupStore({**(kafka_config or {}), "bootstrap.servers": parts.netloc})
+    url, create_table = _create_table(url, shown)
     if scheme == "sqlite" and parts.path:
-        return SqlOffsetStore.sqlite(parts.path)
+        return SqlOffsetStore.sqlite(parts.path, create_table=create_table)
     if scheme in ("postgresql", "postgres"):
-        return SqlOffsetStore.postgres(url)
+        return SqlOffsetStore.postgres(url, create_table=create_table)
     if scheme == "mysql" and parts.hostname and parts.path.strip("/"):
         return SqlOffsetStore.mysql(
             database=parts.path.strip("/"),
@@ -40,12 +45,32 @@ def open_store(url: str, kafka_config: Mapping[str, str] | None = None) -> Offse
             port=_port(parts, shown, default=3306),
             user=unquote(parts.username or "root"),
             password=unquote(parts.password or ""),
+            create_table=create_table,
         )
     raise ConfigurationError(
         "--store",
         shown,
         "kafka://HOST:PORT, sqlite:///PATH, postgresql://USER@HOST/DB or mysql://USER@HOST/DB",
     )
+
+
+def _create_table(url: str, shown: str) -> tuple[str, bool]:
+    """The URL without its ``create_table`` parameter, and that parameter (default true).
+    The rest of the URL is kept as written: libpq reads URLs that urllib would rewrite."""
+    base, _, query_text = url.partition("?")
+    query = parse_qsl(query_text, keep_blank_values=True)
+    values = [v.strip().lower() for k, v in query if k == "create_table"]
+    if not values:
+        return url, True
+    if values[-1] not in ("true", "false"):
+        raise ConfigurationError(
+            "create_table",
+            values[-1],
+            "'true' or 'false'",
+            f"Fix the URL's parameter, e.g. {shown}?create_table=false.",
+        )
+    rest = "&".join(p for p in query_text.split("&") if p.partition("=")[0] != "create_table")
+    return (f"{base}?{rest}" if rest else base), values[-1] == "true"
 
 
 def _port(parts: SplitResult, shown: str, *, default: int) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -263,6 +264,37 @@ def test_subscribe_pattern_matches_whole_names_as_spark_streaming(
     assert sorted({tp.topic for tp in _start(cluster, strategy)}) == topics
 
 
+@pytest.mark.parametrize(
+    ("pattern", "topics"),
+    [
+        # Regression (review): only .pattern was kept, so re.I was dropped without a word.
+        (re.compile("orders.*", re.IGNORECASE), ["ORDERS-us", "orders", "orders-eu"]),
+        (re.compile("orders # the plain one", re.VERBOSE), ["orders"]),
+        (re.compile("orders.*"), ["orders", "orders-eu"]),
+        ("(?i)orders", ["orders"]),  # not ORDERS-us: the whole name must match
+    ],
+)
+def test_a_compiled_patterns_flags_are_kept(
+    cluster: FakeCluster, pattern: str | re.Pattern[str], topics: list[str]
+) -> None:
+    for name in ("orders", "orders-eu", "ORDERS-us"):
+        cluster.create_topic(name, records=1)
+    strategy = ConsumerStrategies.SubscribePattern(pattern, {**P, "auto.offset.reset": "earliest"})
+    assert sorted({tp.topic for tp in _start(cluster, strategy)}) == topics
+
+
+@pytest.mark.parametrize(
+    ("pattern", "hint"),
+    [(re.compile("orders", re.ASCII), "re.ASCII"), (re.compile(b"orders"), "not bytes")],
+)
+def test_a_compiled_pattern_with_flags_that_cannot_travel_is_refused(
+    pattern: re.Pattern[Any], hint: str
+) -> None:
+    with pytest.raises(ConfigurationError, match=hint) as info:
+        ConsumerStrategies.SubscribePattern(pattern, P)
+    assert info.value.option == "pattern"
+
+
 def test_assign_of_a_partition_the_topic_lacks_is_refused_at_start(cluster: FakeCluster) -> None:
     # Spark Streaming fails too, once the consumer's position for it times out.
     strategy = ConsumerStrategies.Assign([T0, ("t", 5)], P)
@@ -270,11 +302,27 @@ def test_assign_of_a_partition_the_topic_lacks_is_refused_at_start(cluster: Fake
         _start(cluster, strategy)
 
 
-def test_start_beyond_the_log_end_is_refused(cluster: FakeCluster) -> None:
-    s = ConsumerStrategies.Subscribe(["t"], P)
-    with pytest.raises(ConfigurationError, match="log end offset 10 of t-0") as info:
-        _start(cluster, s, {T0: 11})
-    assert "stored for the group" in str(info.value)
+@pytest.mark.parametrize(
+    ("given", "stored", "option"),
+    [
+        # Regression (review): both were reported as "Invalid option 'auto.offset.reset'".
+        ({}, {T0: 11}, "offsets stored for group 'g'"),
+        ({T0: 11}, {}, "offsets"),
+        ({T0: 11}, {T0: 3}, "offsets"),  # given wins over stored
+        ({T0: 3}, {T1: 99}, "offsets stored for group 'g'"),
+    ],
+)
+def test_start_beyond_the_log_end_is_refused_naming_where_the_offset_came_from(
+    cluster: FakeCluster,
+    given: PartitionOffsets,
+    stored: PartitionOffsets,
+    option: str,
+) -> None:
+    s = ConsumerStrategies.Subscribe(["t"], P, given)
+    with pytest.raises(ConfigurationError, match=r"log end offset \d+ of t-") as info:
+        _start(cluster, s, stored)
+    assert info.value.option == option
+    assert "auto.offset.reset" not in str(info.value)
 
 
 # --- batch planning -------------------------------------------------------------------------------
@@ -380,6 +428,21 @@ def test_aged_out_offsets_are_data_loss(cluster: FakeCluster) -> None:
         planner(cluster, s).plan({T0: 0, T1: 5})
     ranges = planner(cluster, s, fail_on_data_loss=False).plan({T0: 0, T1: 5})
     assert ranges == [OffsetRange("t", 0, 0, 10), OffsetRange("t", 1, 15, 20)]
+
+
+@pytest.mark.parametrize("when", ["start", "batch"])
+def test_data_loss_names_the_argument_of_create_direct_stream(
+    cluster: FakeCluster, when: str
+) -> None:
+    # Regression (review): the fix said "set the source option 'failOnDataLoss'", which a
+    # createDirectStream user does not have.
+    cluster.age_out("t", 1, 15)
+    p = planner(cluster, ConsumerStrategies.Subscribe(["t"], P), stored={T0: 0, T1: 5})
+    with pytest.raises(DataLossError, match="t-1") as info:
+        p.initial_offsets() if when == "start" else p.plan({T0: 0, T1: 5})
+    assert "pass failOnDataLoss=False to KafkaUtils.createDirectStream" in str(info.value)
+    assert "source option" not in str(info.value)
+    assert (info.value.topic, info.value.partition) == ("t", 1)
 
 
 def test_a_subscribed_topic_that_does_not_exist_yet_is_waited_for() -> None:
@@ -539,23 +602,6 @@ def test_batch_frame_reads_exactly_the_ranges_through_the_batch_source() -> None
         "offsetRanges": '[{"topic": "t", "partition": 0, "fromOffset": 5, "untilOffset": 9}, '
         '{"topic": "u", "partition": 0, "fromOffset": 0, "untilOffset": 3}]',
     }
-
-
-def test_a_translated_pkcs12_keystore_reaches_each_batch_as_pkcs12() -> None:
-    # Regression (review): kafkaParams arrive translated, where a PKCS#12 keystore keeps its
-    # location and loses its type; each batch's source translated them again, took the Java
-    # default (JKS) and ran keytool over a .p12 in every batch's planner.
-    from kafka_direct.config.security import translate
-    from kafka_direct.dstream.kafka_utils import batch_frame
-
-    given = {"bootstrap.servers": "b", "ssl.keystore.location": "/ks.p12",
-             "ssl.keystore.type": "PKCS12", "ssl.keystore.password": "pw"}  # fmt: skip
-    spark = FakeSpark()
-    batch_frame(spark, translate(given), [OffsetRange("t", 0, 0, 3)], {})
-    options = spark.loads[0].options
-    assert options["kafka.ssl.keystore.type"] == "PKCS12"
-    read_again = {k.removeprefix("kafka."): v for k, v in options.items() if k.startswith("kafka.")}
-    assert translate(read_again)["ssl.keystore.location"] == "/ks.p12"  # no store loader asked
 
 
 @pytest.mark.parametrize(

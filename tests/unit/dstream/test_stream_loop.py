@@ -22,7 +22,12 @@ from kafka_direct.dstream.stream import (
     JobControl,
     StreamStateError,
 )
-from kafka_direct.errors import DataLossError, KafkaClientError, OffsetConflictError
+from kafka_direct.errors import (
+    ConfigurationError,
+    DataLossError,
+    KafkaClientError,
+    OffsetConflictError,
+)
 from kafka_direct.offsets import OffsetRange, PartitionOffsets, TopicPartition
 from kafka_direct.planning.pid import PIDRateEstimator
 from kafka_direct.stores.base import OffsetStore, ends_of
@@ -289,6 +294,29 @@ def test_retries_exhausted_stop_the_stream(cluster: FakeCluster) -> None:
     assert store.saves == []
 
 
+def test_a_graceful_stop_during_a_retried_failure_still_reports_the_failure(
+    cluster: FakeCluster,
+) -> None:
+    # Regression (review): the stop ended the retries and hid the failure (awaitTermination
+    # returned True, exception() was None), so a shutdown hook made a failed batch look done.
+    store = RecordingStore([])
+    stream = make_stream(cluster, store, failure_policy="retry", max_retries=3)
+    calls: list[list[OffsetRange]] = []
+
+    def fn(_df: Any, ranges: list[OffsetRange]) -> None:
+        calls.append(ranges)
+        stream.stop()  # graceful, e.g. from a shutdown hook while the sink fails
+        raise RuntimeError("output failed")
+
+    stream.foreachBatch(fn)
+    stream.start()
+    with pytest.raises(BatchFailedError, match="output failed") as info:
+        stream.awaitTermination(WAIT)
+    assert stream.exception() is info.value
+    assert info.value.attempts == 1 and len(calls) == 1  # the stop ended the retries
+    assert store.saves == []
+
+
 def test_a_planning_error_stops_the_stream_with_our_own_error(cluster: FakeCluster) -> None:
     store = RecordingStore([])
     clock = FakeClock()
@@ -332,14 +360,36 @@ def test_an_offset_conflict_stops_the_stream(cluster: FakeCluster) -> None:
     store = RecordingStore([])
     store.fail_next.append(OffsetConflictError("g", "stored 3, batch starts at 0"))
     stream = make_stream(cluster, store)
+    results: list[Exception | None] = []
 
     def fn(_df: Any, ranges: list[OffsetRange]) -> None:
-        stream.commitAsync(ranges)
+        stream.commitAsync(ranges, lambda _offsets, err: results.append(err))
 
     stream.foreachBatch(fn)
     stream.start()
-    with pytest.raises(OffsetConflictError):
+    with pytest.raises(OffsetConflictError) as info:
         stream.awaitTermination(WAIT)
+    assert results == [info.value]  # the callback hears of it too
+
+
+def test_commit_async_without_a_callback_drops_the_previous_one(cluster: FakeCluster) -> None:
+    # Spark's commitAsync(offsetRanges) is commitAsync(offsetRanges, null): only the most
+    # recent callback is used, and none was given last.
+    store = RecordingStore([])
+    clock = FakeClock()
+    stream = make_stream(cluster, store, clock=clock)
+    heard: list[PartitionOffsets] = []
+
+    def body(i: int, _df: Any, ranges: list[OffsetRange]) -> None:
+        cluster.append("t", 0, 1)
+        if i == 0:
+            stream.commitAsync(ranges, lambda offsets, _err: heard.append(offsets))
+        else:
+            stream.commitAsync(ranges)
+
+    run_batches(stream, 3, body, clock)
+    assert heard == [{T0: 10, T1: 20}]
+    assert len(store.saves) == 3
 
 
 # --- stopping -------------------------------------------------------------------------------------
@@ -422,6 +472,28 @@ def test_lifecycle_misuse_is_refused(cluster: FakeCluster) -> None:
     with pytest.raises(StreamStateError, match="before start"):
         stream.foreachBatch(lambda _df, _r: None)
     assert stream.awaitTermination(WAIT)
+
+
+@pytest.mark.parametrize("fail_on_data_loss", [True, False])
+def test_start_attaches_the_stream_to_its_store_first(
+    cluster: FakeCluster, fail_on_data_loss: bool
+) -> None:
+    # The Kafka group store refuses a group with active members there; a SQL store learns
+    # whether the stream's batches may start past its stored offsets.
+    store = RecordingStore([])
+    attached: list[tuple[str, bool]] = []
+
+    def attach(group: str, *, fail_on_data_loss: bool) -> None:
+        attached.append((group, fail_on_data_loss))
+        raise ConfigurationError("group.id", group, "a consumer group without active members")
+
+    store.attach_stream = attach  # type: ignore[method-assign]
+    stream = make_stream(cluster, store, fail_on_data_loss=fail_on_data_loss)
+    stream.foreachBatch(lambda _df, _r: None)
+    with pytest.raises(ConfigurationError, match="without active members"):
+        stream.start()
+    assert attached == [("g", fail_on_data_loss)]
+    assert not stream.isActive
 
 
 def test_start_resolves_offsets_synchronously_and_reports_errors_there(

@@ -60,8 +60,8 @@ class RecordingAdmin:
             elif name in HIDDEN:
                 error = KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED)
                 future.set_exception(KafkaException(error))
-            elif name in CLUSTER:
-                parts = [SimpleNamespace(id=p) for p in range(CLUSTER[name])]
+            elif name in self.cluster:
+                parts = [SimpleNamespace(id=p) for p in range(self.cluster[name])]
                 future.set_result(SimpleNamespace(partitions=parts))
             else:
                 future.set_exception(KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)))
@@ -110,14 +110,20 @@ def _tps(*pairs: tuple[str, int]) -> set[TopicPartition]:
             ["a", "b"],
             _tps(("a", 0), ("a", 1), ("b", 0), ("b", 1), ("b", 2)),
         ),
-        # Not there (yet), not this principal's to see, internal: left out, as a listing would.
+        # Not there (yet), not this principal's to see: left out, as a listing would.
         (
             Subscription("subscribe", topics=("a", "missing")),
             ["a", "missing"],
             _tps(("a", 0), ("a", 1)),
         ),
         (Subscription("subscribe", topics=("secret",)), ["secret"], set()),
-        (Subscription("subscribe", topics=("__consumer_offsets",)), None, set()),
+        # Named, an internal topic is read as given: "it is always possible to explicitly
+        # subscribe to an internal topic" (the Java consumer's exclude.internal.topics).
+        (
+            Subscription("subscribe", topics=("__consumer_offsets",)),
+            ["__consumer_offsets"],
+            _tps(*(("__consumer_offsets", p) for p in range(50))),
+        ),
         (
             Subscription("assign", partitions=(TopicPartition("b", 2), TopicPartition("a", 0))),
             ["a", "b"],
@@ -181,13 +187,33 @@ def test_an_assigned_partition_the_cluster_does_not_have_is_named(
 def test_a_pattern_lists_every_topic_and_matches_as_the_api_it_mirrors(
     pattern: str, rules: SubscriptionRules, topics: list[str]
 ) -> None:
-    admin = RecordingAdmin(cluster={"a": 2, "b": 3, "bab": 1, "__a": 1})
+    admin = RecordingAdmin(cluster={"a": 2, "b": 3, "bab": 1, "__consumer_offsets": 1})
     reader = _reader(admin)
     reader.connect()
     found = reader.partitions(Subscription("subscribePattern", pattern=pattern), rules=rules)
     assert sorted({tp.topic for tp in found}) == topics
     assert found == {tp for tp in admin.partitions() if tp.topic in topics}
     assert (admin.listings, admin.described) == (2, [])  # a listing, whatever the rules
+
+
+@pytest.mark.parametrize("rules", [STRUCTURED, DSTREAM])
+def test_only_kafkas_internal_topics_are_left_out_and_only_from_patterns(
+    rules: SubscriptionRules,
+) -> None:
+    # Regression (review): every name starting with "__" was dropped, so a stream subscribed
+    # to Debezium's heartbeat topic waited for it forever.
+    cluster = {"__debezium-heartbeat.db": 1, "__consumer_offsets": 2, "__transaction_state": 2}
+    cluster |= {"__share_group_state": 2, "a": 1}
+    admin = RecordingAdmin(cluster=cluster)
+    reader = _reader(admin)
+    pattern = reader.partitions(Subscription("subscribePattern", pattern="__.*"), rules=rules)
+    assert pattern == _tps(("__debezium-heartbeat.db", 0))
+    named = ("__debezium-heartbeat.db", "__transaction_state")
+    # The describe path, then the listing path (a cluster that names no controller).
+    for controller in (1, 0):
+        reader = _reader(RecordingAdmin(cluster=cluster, controller=controller))
+        found = reader.partitions(Subscription("subscribe", topics=named), rules=rules)
+        assert {tp.topic for tp in found} == set(named)
 
 
 @pytest.mark.parametrize(

@@ -38,8 +38,8 @@ def test_a_sqlite_path_that_is_a_directory_cannot_be_connected_to(tmp_path: Path
 def test_a_file_that_is_not_a_database_fails_where_the_table_is_created(tmp_path: Path) -> None:
     path = tmp_path / "notes.txt"
     path.write_bytes(b"not a database, but long enough to have a header " * 4)
-    with pytest.raises(OffsetStoreError, match=r"Could not create the offset table in the offset "
-                       r"store .*: file is not a database \(DatabaseError\)"):  # fmt: skip
+    expected = r"Could not find or create the offset table in the offset store .*: file is not "
+    with pytest.raises(OffsetStoreError, match=expected + r"a database \(DatabaseError\)"):
         SqlOffsetStore.sqlite(path).save("g", RANGES)
 
 

@@ -260,20 +260,64 @@ def test_generic_constructor_with_a_plain_dbapi_factory(tmp_path: Path) -> None:
     store.close()
 
 
+@pytest.mark.parametrize("allowed_by", ["attached stream", "argument"])
 def test_a_transaction_past_lost_offsets_moves_the_store_and_says_so(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, allowed_by: str
 ) -> None:
     # Regression (review): a stream with failOnDataLoss=False plans past records that aged out
     # (stored 10, the log now starts at 25); the transaction refused the range on every retry
     # and every restart, so the stream never moved again.
     store = SqlOffsetStore.sqlite(tmp_path / "o.db")
     store.save("g", [OffsetRange("t", 0, 0, 10)])
-    with caplog.at_level(logging.WARNING), store.transaction("g", [OffsetRange("t", 0, 25, 30)]):
+    allow_gap = None
+    if allowed_by == "attached stream":
+        store.attach_stream("g", fail_on_data_loss=False)  # createDirectStream(offsetStore=...)
+    else:
+        allow_gap = True
+    with (
+        caplog.at_level(logging.WARNING),
+        store.transaction("g", [OffsetRange("t", 0, 25, 30)], allow_gap=allow_gap),
+    ):
         pass
     assert store.load("g") == {TP0: 30}
     assert "offsets 10 to 24 were skipped" in caplog.text
     # A store ahead of the range is still a conflict (another writer, or a replay).
     with pytest.raises(OffsetConflictError), store.transaction("g", [OffsetRange("t", 0, 25, 40)]):
+        pass
+    assert store.load("g") == {TP0: 30}
+    store.close()
+
+
+@pytest.mark.parametrize("attached", [None, True], ids=["no stream", "failOnDataLoss=True"])
+def test_a_transaction_past_the_stored_offset_is_refused_by_default(
+    tmp_path: Path, attached: bool | None
+) -> None:
+    # Regression (review): createDirectStream without offsetStore=store started from the Kafka
+    # group (nothing committed: auto.offset.reset=latest), past the store's offset; the
+    # transaction moved the store on with a warning blaming failOnDataLoss=False, and the
+    # records in between were lost.
+    store = SqlOffsetStore.sqlite(tmp_path / "o.db")
+    with store.transaction("g", [OffsetRange("t", 0, 0, 10)]) as cur:
+        cur.execute("CREATE TABLE out (v INTEGER)")
+    if attached is not None:
+        store.attach_stream("g", fail_on_data_loss=attached)
+    with (
+        pytest.raises(OffsetConflictError) as info,
+        store.transaction("g", [OffsetRange("t", 0, 25, 30)]) as cur,
+    ):
+        cur.execute("INSERT INTO out VALUES (1)")
+    message = str(info.value)
+    assert "group 'g'" in message
+    assert "t-0: stored next offset 10, but this batch starts at offset 25" in message
+    assert "offsets 10 to 24 of t-0 were never written" in message
+    assert "pass offsetStore=store to KafkaUtils.createDirectStream" in message
+    assert "failOnDataLoss=False" in message
+    assert store.load("g") == {TP0: 10}  # nothing moved, nothing written
+    with store.session() as s:
+        s.cursor.execute("SELECT COUNT(*) FROM out")
+        assert s.cursor.fetchone() == (0,)
+    # The stream's own next batch, starting where the store stands, goes through.
+    with store.transaction("g", [OffsetRange("t", 0, 10, 30)]):
         pass
     assert store.load("g") == {TP0: 30}
     store.close()
