@@ -26,6 +26,9 @@ until killed): their sink tasks have a transaction open that cannot commit, and 
 cannot reach Spark's commit log. KIND ``open`` holds every task of the micro-batch; KIND
 ``committed`` holds partition 1 only, so partition 0's task commits meanwhile. A task's first
 attempt that FAIL_FIRST fails is not held (its retry is).
+
+The environment variable EOS_MARKER_TOPIC, when set, is the stream's transactionMarkerTopic
+(else the markers go to OUT_TOPIC, the default).
 """
 
 from __future__ import annotations
@@ -165,10 +168,13 @@ def stream(
         .select("value")
         .mapInArrow(_slow_and_failing(fail_first, hold), "value binary, padding binary")
     )
+    marker_topic = os.environ.get("EOS_MARKER_TOPIC")
+    markers = {"transactionMarkerTopic": marker_topic} if marker_topic else {}
     query = (
         df.writeStream.format("kafka_direct")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("topic", out)
+        .options(**markers)
         .option("deliveryGuarantee", "exactly-once")
         .option("kafka.transaction.timeout.ms", TRANSACTION_TIMEOUT_MS)
         .option("kafka.delivery.timeout.ms", TRANSACTION_TIMEOUT_MS)

@@ -297,3 +297,18 @@ def test_a_wrong_password_fails_the_writer_fast_and_says_so(
     message = str(info.value)
     assert "uthentication failed" in message, message
     assert "wr0ng-pa55" not in message and ALICE not in message
+
+
+def test_the_exactly_once_sink_needs_read_on_its_marker_groups(
+    spark: Any, cluster: SecuredKafkaCluster
+) -> None:
+    # Refused on the driver, before any task writes (a task would fail only at its marker).
+    topic = _topic(cluster, "WRITE", "DESCRIBE", "READ", records=0)
+    prefix = f"txn-{topic}"
+    cluster.grant("User:alice", "transactional_id", prefix, "WRITE", "DESCRIBE", prefixed=True)
+    eos = {"deliveryGuarantee": "exactly-once", "transactionalIdPrefix": prefix}
+    message = _refused(lambda: _write(spark, cluster, topic, **eos))
+    assert "Not authorized (GROUP_AUTHORIZATION_FAILED)" in message, message
+    assert f"Kafka refused READ on group '{prefix}-0' to principal User:alice" in message
+    cluster.grant("User:alice", "group", f"{prefix}-", "READ", prefixed=True)
+    _write(spark, cluster, topic, **eos)

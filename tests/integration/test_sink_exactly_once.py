@@ -257,6 +257,77 @@ def test_rows_for_several_topics_with_a_marker_topic(bootstrap: str, spark: Any)
         write_transaction(settings, batch(swapped), TaskIdentity(0, batch_id=0))
 
 
+def _failing_partition_1(bootstrap: str, topic: str, group: str):  # type: ignore[no-untyped-def]
+    """A mapInArrow function whose partition 1 fails once partition 0's marker (``group``'s
+    committed offset on ``topic``) is committed: the write fails with task 0 committed."""
+
+    def run(batches):  # type: ignore[no-untyped-def]
+        # Imported here: the function is pickled by value, and its module's names with it.
+        import time
+
+        from confluent_kafka import Consumer, TopicPartition
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        if ctx is None or ctx.partitionId() != 1:
+            yield from batches
+            return
+        watcher = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": group, "isolation.level": "read_committed"}
+        )
+        try:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                (tp,) = watcher.committed([TopicPartition(topic, 0)], timeout=10)
+                if tp.offset >= 0:
+                    break
+                time.sleep(0.2)
+        finally:
+            watcher.close()
+        raise RuntimeError("injected failure of partition 1, after task 0 committed")
+
+    return run
+
+
+def test_a_rerun_with_the_same_write_id_skips_the_committed_tasks(
+    bootstrap: str, spark: Any
+) -> None:
+    """Review: a failed df.write run again wrote its committed tasks' rows again (each
+    df.write had a new write id). With transactionalWriteId, a re-run skips them."""
+    (out,) = _topics(bootstrap, 1)
+    prefix = f"rerun-{out}"
+    df = spark.range(0, 200, numPartitions=2).selectExpr(
+        "cast(cast(id as string) as binary) as value"
+    )
+    options = {
+        "kafka.bootstrap.servers": bootstrap,
+        "topic": out,
+        "deliveryGuarantee": "exactly-once",
+        "transactionalIdPrefix": prefix,
+        "transactionalWriteId": "numbers-1",
+    }
+    failing = df.mapInArrow(_failing_partition_1(bootstrap, out, f"{prefix}-0"), df.schema)
+    with pytest.raises(Exception, match="injected failure of partition 1"):
+        failing.write.format("kafka_direct").mode("append").options(**options).save()
+    for _ in range(2):  # the re-run, then a re-run of the finished write: nothing new
+        df.write.format("kafka_direct").mode("append").options(**options).save()
+    reader = Reader(bootstrap, out, 1, "read_committed")
+    try:
+        seen = reader.read_until(200, 60)
+    finally:
+        reader.close()
+    assert sorted(seen) == sorted(str(i).encode() for i in range(200)), len(seen)
+    # Each task's marker names the write and carries its start (a retry that finds a write
+    # begun after its own refuses: tests/unit/producer/test_markers.py).
+    watcher = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{prefix}-1"})
+    try:
+        (tp,) = watcher.committed([TopicPartition(out, 0)], timeout=10)
+    finally:
+        watcher.close()
+    marker = Marker.decode(tp.metadata)
+    assert marker is not None and marker.write_id == "numbers-1" and marker.started_ms
+
+
 def _start_task(
     bootstrap: str, topic: str, prefix: str, tag: str, pause: bool, timeout_ms: int, copy: str = ""
 ) -> subprocess.Popen[str]:
@@ -418,6 +489,10 @@ def test_a_restart_after_the_transaction_timeout(bootstrap: str) -> None:
     assert before == (11, 11), before
     assert retry_said == "COMMITTED 20"
     assert zombie_said.startswith("FAILED: "), zombie_said
+    # Review: said "a newer attempt ... took over", though the coordinator had aborted it.
+    assert "longer than kafka.transaction.timeout.ms=5000, so the transaction coordinator" in (
+        zombie_said
+    ), zombie_said
     _check_views(bootstrap, topic)
 
 
@@ -607,6 +682,45 @@ def writes_each_record_once_through_driver_sigkills(
                 f"The micro-batch {number + 1}, partition 0 was committed by an earlier attempt"
                 in said
             ), f"the replay of micro-batch {number + 1} did not skip its committed task 0"
+
+
+@pytest.mark.serial
+@pytest.mark.slow
+def test_a_marker_topic_changed_mid_batch_finds_the_committed_task(
+    bootstrap: str, tmp_path: Path
+) -> None:
+    """Review: a stream killed with task 0 of micro-batch 1 committed (not in Spark's commit
+    log), restarted with another transactionMarkerTopic: task 0 found no marker on the new
+    topic and wrote its rows again. Its marker on the old topic (the output, by default) is
+    now found, and the replay skips it."""
+    source, out, markers = _topics(bootstrap, 2, 2, 1)
+    values = [f"m{i:04d}".encode() for i in range(200)]
+    _produce(bootstrap, source, values, 2)
+    checkpoint, log, holds = tmp_path / "ck", tmp_path / "driver.log", tmp_path / "holds"
+    holds.mkdir()
+    workers = tmp_path / "workers.log"
+    env = {"KAFKA_DIRECT_LOG_FILE": str(workers), "KAFKA_DIRECT_LOG_LEVEL": "INFO"}
+    args = ["stream", bootstrap, source, out, str(checkpoint), "0"]
+    watch = _Watch(bootstrap, out, 2, prefix_from_checkpoint(str(checkpoint)))
+    try:
+        proc = _spark([*args, f"committed:1:{holds}"], log, **env)
+        _hold_and_kill(proc, "committed", 1, holds, watch, log)
+    finally:
+        watch.close()
+    assert not (checkpoint / "commits" / "1").exists()
+    proc = _spark(args, log, **env, EOS_MARKER_TOPIC=markers)
+    committed = Reader(bootstrap, out, 2, "read_committed")
+    try:
+        seen = committed.read_until(len(values), 600, settle_s=5)
+    finally:
+        committed.close()
+        _kill(proc)
+    duplicates = {v: n for v, n in collections.Counter(seen).items() if n > 1}
+    assert not duplicates, f"{len(duplicates)} value(s) seen more than once"
+    assert sorted(seen) == values
+    said = workers.read_text()
+    assert "The micro-batch 1, partition 0 was committed by an earlier attempt" in said
+    assert f"its marker is on topic '{out}', not on the marker topic '{markers}'" in said
 
 
 @pytest.mark.serial

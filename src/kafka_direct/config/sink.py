@@ -15,11 +15,13 @@ built by :func:`kafka_direct.config.clients.producer_config`, beside the consume
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from kafka_direct.config.clients import (
     ALIASES,
+    DEFAULT_DELIVERY_TIMEOUT_MS,
     idempotence_conflict,
     int_setting,
     kbytes,
@@ -58,16 +60,22 @@ SINK_OPTION_DEFAULTS: dict[str, str] = {
     "deliveryGuarantee": AT_LEAST_ONCE,
     # exactly-once: the transactional ids' prefix; a stream derives it from its checkpoint.
     "transactionalIdPrefix": "",
+    # exactly-once, df.write: the write's id, kept across re-runs so that a re-run of a failed
+    # write skips the tasks that committed (by default every df.write gets a new one).
+    "transactionalWriteId": "",
     # exactly-once: the topic whose partition 0 carries the tasks' markers (committed offsets of
     # one consumer group per transactional id); the 'topic' option by default.
     "transactionMarkerTopic": "",
     # exactly-once: what a replayed task that finds its micro-batch committed must match, to
     # be skipped: 'rows' (its count and its rows' digest) or 'count' (for queries whose rows
-    # are not the same on a replay: rand(), uuid(), current_timestamp() in a written column).
+    # are not the same on a replay: rand() or uuid() in a written column).
     "transactionReplayCheck": "rows",
     # A Python function ('module:function') that gives OAUTHBEARER tokens (config.oauth).
     "oauthProvider": "",
 }
+
+#: What a transactionalWriteId may hold (it goes into the markers' JSON).
+_WRITE_ID_PATTERN = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
 
 _DELIVERY_REPORTS = (
     "The sink owns delivery reports: it needs every failed one to fail the task (at-least-once). "
@@ -124,6 +132,8 @@ class SinkOptions:
     exactly_once: bool = False
     #: ``transactionalIdPrefix`` as given ("" = derive it, or refuse: see the sink).
     transactional_id_prefix: str = ""
+    #: ``transactionalWriteId`` as given ("" = a new id per batch write; refused for a stream).
+    transactional_write_id: str = ""
     #: ``transactionMarkerTopic``, else the ``topic`` option (exactly-once only).
     marker_topic: str | None = None
     #: ``transactionReplayCheck`` is ``rows``: a skipped replay's rows must match the digest.
@@ -174,6 +184,23 @@ def parse_sink_options(raw: Mapping[str, str], *, read_stores: bool = True) -> S
             "Transactional ids are only used with .option('deliveryGuarantee', 'exactly-once'): "
             "set that too, or remove the prefix.",
         )
+    write_id = opts.text("transactionalWriteId")
+    if write_id and not exactly_once:
+        raise ConfigurationError(
+            "transactionalWriteId",
+            write_id,
+            "no write id with deliveryGuarantee 'at-least-once'",
+            "A write id names an exactly-once batch write, so that a re-run skips the tasks that "
+            "committed: set .option('deliveryGuarantee', 'exactly-once') too, or remove it.",
+        )
+    if write_id and not _WRITE_ID_PATTERN.match(write_id):
+        raise ConfigurationError(
+            "transactionalWriteId",
+            write_id,
+            "1 to 200 of the characters A-Z a-z 0-9 . _ -",
+            "It goes into every task's marker; name the data the write copies, e.g. "
+            "'orders-2026-11-30'.",
+        )
     replay_check = opts.choice(
         "transactionReplayCheck", ("rows", "count"), "'rows' (the default) or 'count'"
     )
@@ -206,6 +233,7 @@ def parse_sink_options(raw: Mapping[str, str], *, read_stores: bool = True) -> S
             "there. Set .option('topic', ...) or .option('transactionMarkerTopic', ...).",
         )
     if exactly_once:
+        _fit_delivery_timeout(kafka, producer)
         _check_transaction_timeout(kafka, producer)
     return SinkOptions(
         kafka=kafka,
@@ -218,6 +246,7 @@ def parse_sink_options(raw: Mapping[str, str], *, read_stores: bool = True) -> S
         fast_path=opts.boolean("fastPath.enabled") and provider_spec(kafka) is None,
         exactly_once=exactly_once,
         transactional_id_prefix=prefix,
+        transactional_write_id=write_id,
         marker_topic=marker_topic if exactly_once else None,
         replay_check_rows=replay_check == "rows",
     )
@@ -244,8 +273,22 @@ def _check_exactly_once(params: Mapping[str, str]) -> None:
             )
 
 
+def _fit_delivery_timeout(user: Mapping[str, str], config: dict[str, str]) -> None:
+    """exactly-once: the sink's default delivery timeout (Java's 2 minutes) gives way to a
+    shorter transaction timeout, as librdkafka's own default does (it lowers an unset
+    ``message.timeout.ms`` to ``transaction.timeout.ms``). Set as a default, it would count as
+    the user's choice to librdkafka, which refuses one beyond the transaction timeout, so
+    Java's default ``kafka.transaction.timeout.ms=60000`` would be refused."""
+    if any(name in user for name in ALIASES["delivery.timeout.ms"]):
+        return
+    timeout = int_setting(config.get("transaction.timeout.ms"), None)
+    if timeout is not None and timeout >= 1:
+        config["delivery.timeout.ms"] = str(min(DEFAULT_DELIVERY_TIMEOUT_MS, timeout))
+
+
 def _check_transaction_timeout(user: Mapping[str, str], config: Mapping[str, str]) -> None:
-    """librdkafka refuses a delivery timeout beyond the transaction's: say so before a task."""
+    """librdkafka refuses a delivery timeout that the user set beyond the transaction's: say
+    so before a task (the default gives way: :func:`_fit_delivery_timeout`)."""
     raw = config["transaction.timeout.ms"]
     try:
         timeout = int(raw)
@@ -266,8 +309,9 @@ def _check_transaction_timeout(user: Mapping[str, str], config: Mapping[str, str
             str(delivery) if name else raw,
             f"kafka.delivery.timeout.ms ({delivery}) <= kafka.transaction.timeout.ms ({timeout})",
             "A record may not wait for the broker longer than its transaction may stay open "
-            "(librdkafka refuses it): lower the delivery timeout or raise the transaction "
-            "timeout (at most the brokers' transaction.max.timeout.ms).",
+            "(librdkafka refuses it): lower the delivery timeout (or remove it: it then "
+            "defaults to the smaller of 120000 and the transaction timeout) or raise the "
+            "transaction timeout (at most the brokers' transaction.max.timeout.ms).",
         )
 
 

@@ -20,7 +20,15 @@ id's previous transaction) and :func:`decide`\\ s:
   changed, and is refused (:class:`ReplayMismatchError`): writing would duplicate, skipping
   could lose. The digest does not depend on the rows' order, which a replay need not keep. A
   marker committed before digests existed has none: its replay is checked by count only;
-- a later micro-batch: the prefix belongs to another query, or the checkpoint went back; refused.
+- a later micro-batch: the prefix belongs to another query, or the checkpoint went back; refused;
+- a batch write's retried task that finds the marker of another batch write which began after
+  its own (two writes share the prefix): refused, since its earlier attempt may have committed
+  before the other write's marker replaced its own.
+
+A task with no marker on the marker topic also looks at its group's markers on other topics
+(:func:`committed_elsewhere`): one there for this very micro-batch means the marker topic
+changed while the micro-batch was unfinished, and the task skips on that marker rather than
+write its rows again.
 """
 
 from __future__ import annotations
@@ -29,7 +37,9 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from enum import Enum
 from urllib.parse import urlparse
 
@@ -47,6 +57,7 @@ __all__ = [
     "TransactionSettings",
     "check_prefix",
     "check_replay",
+    "committed_elsewhere",
     "decide",
     "prefix_from_checkpoint",
     "transactional_id",
@@ -75,13 +86,19 @@ class TransactionSettings:
     prefix: str
     #: The topic whose partition 0 carries the markers (it must exist; no record goes there).
     marker_topic: str
-    #: A batch write's id (made once per ``df.write``); None for a stream.
+    #: A batch write's id (made once per ``df.write``, or ``transactionalWriteId``); None for a
+    #: stream.
     write_id: str | None = None
     #: The connection settings of the marker reader (the user's, without producer-only keys).
     consumer_config: KafkaConfig = field(default_factory=KafkaConfig)
     #: ``transactionReplayCheck=rows``: markers carry the rows' digest and a replay is checked
     #: by it, not only by its count.
     check_rows: bool = True
+    #: When the batch write began, by its driver's clock (ms since the epoch); None for a stream.
+    write_started_ms: int | None = None
+    #: The write id is the user's ``transactionalWriteId``: a re-run of the write skips the
+    #: tasks that committed.
+    write_id_given: bool = False
 
 
 @dataclass(frozen=True)
@@ -93,6 +110,8 @@ class TaskIdentity:
     batch_id: int | None = None
     #: The batch write's id, made once on the driver (``df.write``), else None.
     write_id: str | None = None
+    #: When the batch write began, by its driver's clock (ms since the epoch), else None.
+    write_started_ms: int | None = None
 
     def describe(self) -> str:
         if self.batch_id is not None:
@@ -110,6 +129,9 @@ class Marker:
     attempt: int = 0
     #: The digest of the rows (hex), None in a marker written before digests existed.
     digest: str | None = None
+    #: A batch write's start (:attr:`TaskIdentity.write_started_ms`); None for a stream, and in
+    #: a marker written before starts were kept.
+    started_ms: int | None = None
 
     def offset(self) -> int:
         """The committed offset: the micro-batch + 1 (so tools show progress), 1 for a batch."""
@@ -124,6 +146,8 @@ class Marker:
         fields["attempt"] = self.attempt
         if self.digest is not None:
             fields["digest"] = self.digest
+        if self.started_ms is not None:
+            fields["started"] = self.started_ms
         return json.dumps(fields, separators=(",", ":"), sort_keys=True)
 
     @classmethod
@@ -148,12 +172,14 @@ class Marker:
                 "nothing was written."
             )
         batch, write, digest = fields.get("batch"), fields.get("write"), fields.get("digest")
+        started = fields.get("started")
         return cls(
             records=int(fields.get("records", 0)),
             batch_id=int(batch) if batch is not None else None,
             write_id=str(write) if write is not None else None,
             attempt=int(fields.get("attempt", 0)),
             digest=str(digest) if digest is not None else None,
+            started_ms=int(started) if started is not None else None,
         )
 
 
@@ -163,9 +189,10 @@ class Decision(Enum):
     SKIP = "skip"
 
 
-def decide(marker: Marker | None, task: TaskIdentity, txn_id: str) -> Decision:
+def decide(marker: Marker | None, task: TaskIdentity, txn_id: str, *, attempt: int = 0) -> Decision:
     """Whether ``task`` still has to write, given its transactional id's last marker (module
-    docstring). A skip is confirmed by :func:`check_replay` once the task's rows are counted."""
+    docstring); ``attempt`` is Spark's attempt number of the task. A skip is confirmed by
+    :func:`check_replay` once the task's rows are counted."""
     if marker is None:
         return Decision.WRITE
     if task.batch_id is not None:
@@ -185,7 +212,54 @@ def decide(marker: Marker | None, task: TaskIdentity, txn_id: str) -> Decision:
             "or this query's checkpoint was reset or replaced. Give this query a "
             "'transactionalIdPrefix' of its own (a new checkpointLocation derives a new one)."
         )
-    return Decision.SKIP if marker.write_id == task.write_id else Decision.WRITE
+    if marker.write_id == task.write_id:
+        return Decision.SKIP
+    if attempt > 0 and _began_after(marker, task):
+        # Only a retry can lose this way: its earlier attempt may have committed, and the other
+        # write's marker replaced that one. A first attempt that finds it writes (not a
+        # duplicate), which also keeps two drivers' clocks apart from a first run's decision.
+        raise MarkerMismatchError(
+            f"Transactional id '{txn_id}' was last committed by batch write {marker.write_id}, "
+            f"which began at {_when(marker.started_ms)}, after this {task.describe()} "
+            f"(attempt {attempt}) began at {_when(task.write_started_ms)} (by each driver's "
+            "clock): another df.write used the same 'transactionalIdPrefix' meanwhile. This "
+            "retry cannot tell whether an earlier attempt of it committed before that write's "
+            "marker replaced its own (writing again could duplicate its rows), so it writes "
+            "nothing. Run one batch write at a time per prefix: give writes that may run "
+            "together a 'transactionalIdPrefix' each."
+        )
+    return Decision.WRITE
+
+
+def _began_after(marker: Marker, task: TaskIdentity) -> bool:
+    return (
+        marker.started_ms is not None
+        and task.write_started_ms is not None
+        and marker.started_ms > task.write_started_ms
+    )
+
+
+def _when(ms: int | None) -> str:
+    if ms is None:
+        return "an unknown time"
+    return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat(timespec="milliseconds")
+
+
+def committed_elsewhere(
+    found: Mapping[str, Marker], task: TaskIdentity, txn_id: str, *, attempt: int = 0
+) -> tuple[str, Marker] | None:
+    """With no marker on the marker topic: the (topic, marker) of ``found`` (the id's group's
+    markers on other topics) that shows ``task``'s work committed, or None. The marker topic
+    then changed while that micro-batch (or batch write) was unfinished, and the task is
+    skipped on that marker as on its own (:func:`check_replay` first): refusing instead would
+    leave no way on, since the tasks that did write meanwhile have their markers on the new
+    topic only. A marker there of an earlier micro-batch, or of another write, is history: the
+    task writes, and its marker goes to the marker topic. A marker that :func:`decide` refuses
+    (another query's) is refused as it would be on the marker topic."""
+    for topic, marker in sorted(found.items()):
+        if decide(marker, task, txn_id, attempt=attempt) is Decision.SKIP:
+            return topic, marker
+    return None
 
 
 def _comparable(committed: str | None, replayed: str | None) -> bool:
@@ -219,10 +293,12 @@ def check_replay(
         "partitioning or its input changed between the runs. The replay cannot be matched to "
         "what is already in Kafka (writing it would duplicate records, skipping it could lose "
         "some). Run the query with the plan it had when it stopped until this micro-batch is "
-        "committed, or start it with a new checkpoint and 'transactionalIdPrefix'. If the "
-        "query's rows are not the same on a replay by design (rand(), uuid() or "
-        "current_timestamp() in a written column), set .option('transactionReplayCheck', "
-        "'count') to check a replay by its count only."
+        "committed: the same query, and the same partitioning of its source (minPartitions, "
+        "maxRecordsPerPartition and the other options that cut its input into tasks), across "
+        "the restart; or start it with a new checkpoint and 'transactionalIdPrefix'. If the "
+        "query's rows are not the same on a replay by design (rand() or uuid() in a written "
+        "column), set .option('transactionReplayCheck', 'count') to check a replay by its count "
+        "only."
     )
 
 

@@ -14,10 +14,14 @@ work must not happen twice recognises it from the marker committed with it
    fences every older producer of the id (an earlier attempt still running, a speculative copy,
    a task of a run before a driver crash: their commit fails with ``_FENCED``) and finishes the
    id's open transaction: a commit already asked for completes, anything else is aborted.
-3. The marker is read back (read_committed, so only what committed counts) and
+3. The marker is read back (read_committed, so only what committed counts;
+   :mod:`~kafka_direct.producer.marker_reads`) and
    :func:`~kafka_direct.producer.markers.decide` says whether to write or skip. A skipping task
    reads its rows all the same: their count and digest must be the committed ones
-   (:func:`~kafka_direct.producer.markers.check_replay`).
+   (:func:`~kafka_direct.producer.markers.check_replay`). With no marker on the marker topic,
+   the group's markers on other topics are looked at: one there for this work (the marker
+   topic changed while it was unfinished) is skipped on the same way
+   (:func:`~kafka_direct.producer.markers.committed_elsewhere`).
 4. Writing: ``begin_transaction``, every record, ``flush`` (a failed delivery fails the task
    with its topic and partition, as at-least-once does), the marker (count and digest of the
    rows, :mod:`~kafka_direct.producer.digest`) through
@@ -40,13 +44,12 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 import pyarrow as pa
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from kafka_direct.config.clients import marker_consumer_config
+from kafka_direct.config.clients import int_setting
 from kafka_direct.errors import KafkaClientError
 from kafka_direct.kafka.authorization import Access
 from kafka_direct.kafka.events import ClientEvents
-from kafka_direct.kafka.logs import client_hooks
 from kafka_direct.kafka.translate import translate
 from kafka_direct.producer.batch_producer import PythonBatchProducer
 from kafka_direct.producer.digest import (
@@ -56,11 +59,13 @@ from kafka_direct.producer.digest import (
     computable,
     scheme_of,
 )
+from kafka_direct.producer.marker_reads import markers_elsewhere, new_marker_reader, read_marker
 from kafka_direct.producer.markers import (
     Decision,
     Marker,
     TaskIdentity,
     check_replay,
+    committed_elsewhere,
     decide,
     transactional_id,
 )
@@ -74,26 +79,25 @@ T = TypeVar("T")
 
 TRANSACTIONAL = "python-transactional"
 
-#: Coordinator errors that pass by themselves (a coordinator moving or loading its state).
-_COORDINATOR_BUSY = {
-    KafkaError.NOT_COORDINATOR,
-    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-    KafkaError.COORDINATOR_NOT_AVAILABLE,
-    KafkaError.UNSTABLE_OFFSET_COMMIT,
-    KafkaError._TIMED_OUT,
-    KafkaError._TRANSPORT,
-}
-
-#: The pause between two attempts at reading a marker while the coordinator is busy.
-RETRY_PAUSE_S = 0.2
+#: librdkafka's default transaction.timeout.ms (the sink sets its own: config.clients).
+_LIBRDKAFKA_TRANSACTION_TIMEOUT_MS = 60_000
 
 
 class TransactionalProducer(PythonBatchProducer):
-    """The Python batch producer with Kafka's transactional calls, errors translated."""
+    """The Python batch producer with Kafka's transactional calls, errors translated.
+    ``clock`` (seconds, monotonic) times the open transaction: tests pass a fake one."""
 
-    def __init__(self, config: Mapping[str, str]) -> None:
+    def __init__(
+        self, config: Mapping[str, str], clock: Callable[[], float] = time.monotonic
+    ) -> None:
         super().__init__(config)
         self.transactional_id = config["transactional.id"]
+        self.transaction_timeout_ms = int_setting(
+            config.get("transaction.timeout.ms"), _LIBRDKAFKA_TRANSACTION_TIMEOUT_MS
+        )
+        self._clock = clock
+        #: When the open transaction began (``clock``), else None.
+        self._began: float | None = None
         #: An abort that did not finish: the transaction's outcome lies with the coordinator.
         self._unsettled = False
 
@@ -103,7 +107,27 @@ class TransactionalProducer(PythonBatchProducer):
         except KafkaException as exc:
             self.check()  # a failed delivery explains a failed commit better
             access = access or self._latch.access
-            raise _txn_error(exc, what, self.transactional_id, access) from None
+            raise _txn_error(
+                exc, what, self.transactional_id, access, self.fenced_reason()
+            ) from None
+
+    def fenced_reason(self) -> str:
+        """Why librdkafka says this producer is fenced, as a clause for the error. Two causes
+        give the same error: a newer producer of the id (a newer attempt or run), or the
+        coordinator aborting a transaction older than ``transaction.timeout.ms``, which bumps
+        the id's epoch as a new producer would. The second is said when the transaction was
+        open that long: raising the timeout is then the fix, not looking for another attempt."""
+        open_s = None if self._began is None else self._clock() - self._began
+        if open_s is None or open_s * 1000 <= self.transaction_timeout_ms:
+            return _TOOK_OVER
+        return (
+            f": its transaction had been open for {open_s:.1f} s, longer than "
+            f"kafka.transaction.timeout.ms={self.transaction_timeout_ms}, so the transaction "
+            "coordinator aborted it (it bumps the producer's epoch, which librdkafka reports "
+            "as fenced). Raise kafka.transaction.timeout.ms (up to the brokers' "
+            "transaction.max.timeout.ms, 15 minutes by default) or give each task less to "
+            "write (a lower maxOffsetsPerTrigger on a Kafka source)"
+        )
 
     def init_transactions(self, timeout_s: float, topic: str | None = None) -> None:
         """``init_transactions``, after a metadata answer for ``topic`` when given.
@@ -125,6 +149,7 @@ class TransactionalProducer(PythonBatchProducer):
 
     def begin_transaction(self) -> None:
         self._txn("beginning a transaction", self._producer.begin_transaction)
+        self._began = self._clock()
 
     def send_marker(self, marker: Marker, topic: str, group: Any, timeout_s: float) -> None:
         offsets = [TopicPartition(topic, 0, marker.offset(), marker.encode())]
@@ -156,21 +181,36 @@ class TransactionalProducer(PythonBatchProducer):
                 if not retriable or time.monotonic() >= deadline:
                     self.check()
                     raise _txn_error(
-                        exc, "committing", self.transactional_id, self._latch.access
-                    ) from None
+                        exc, "committing", self.transactional_id, self._latch.access,
+                        self.fenced_reason(),
+                    ) from None  # fmt: skip
 
     def abort_transaction(self, timeout_s: float) -> None:
-        """Best effort after a failure being reported: a fenced or dead producer cannot abort,
-        and the coordinator aborts for it (at the next ``init_transactions`` of the id, or after
-        ``kafka.transaction.timeout.ms``)."""
+        """Best effort after a failure being reported. A fenced producer cannot abort, and need
+        not: what fenced it (a newer producer's ``init_transactions``, or the coordinator after
+        ``kafka.transaction.timeout.ms``) aborted its transaction. Any other fatal error leaves
+        the producer as unable to send, so closing it waits for nothing. A producer whose abort
+        failed otherwise (the coordinator unreachable) is left to :meth:`close` to drop."""
         try:
             self._producer.abort_transaction(timeout_s)
         except KafkaException as exc:
             kerr = exc.args[0] if exc.args else None
-            # _STATE: no transaction was open (the task failed before it began one).
-            if not (isinstance(kerr, KafkaError) and kerr.code() == KafkaError._STATE):
+            settled = isinstance(kerr, KafkaError) and (
+                # _STATE: no transaction was open (the task failed before it began one).
+                kerr.code() == KafkaError._STATE or kerr.fatal() or kerr.name() in _FENCED_CODES
+            )
+            if not settled:
                 self._unsettled = True
+            elif isinstance(kerr, KafkaError) and kerr.name() in _FENCED_CODES:
+                log.info(
+                    "The producer of '%s' is fenced: its open transaction was aborted by what "
+                    "fenced it (a newer producer of the id, or the coordinator after "
+                    "kafka.transaction.timeout.ms); closing it",
+                    self.transactional_id,
+                )
             log.debug("Aborting the transaction of '%s' failed: %r", self.transactional_id, exc)
+        finally:
+            self._began = None
 
     def close(self) -> None:
         """As the batch producer's, but after an abort that did not finish the client is dropped
@@ -178,11 +218,13 @@ class TransactionalProducer(PythonBatchProducer):
         limit, so a cluster gone away held the failing task until it came back (measured: as
         long as a broker stayed stopped). Dropped, the client is destroyed at once, and the
         coordinator aborts the transaction itself (the next attempt's ``init_transactions``, or
-        ``kafka.transaction.timeout.ms``)."""
+        ``kafka.transaction.timeout.ms``). A fenced producer is closed: its abort returns its
+        fatal error at once, and its queue is purged first, so the flush has nothing to wait
+        for."""
+        self.abort()  # what is queued or in flight goes nowhere
         if not self._unsettled:
             super().close()
             return
-        self.abort()  # what is queued or in flight goes nowhere
         log.info(
             "Dropping the producer of '%s' without closing it: its transaction's abort did not "
             "finish, and the coordinator will abort it",
@@ -198,12 +240,18 @@ _TOOK_OVER = (
 
 
 def _txn_error(
-    exc: KafkaException, what: str, txn_id: str, access: Access | None = None
+    exc: KafkaException,
+    what: str,
+    txn_id: str,
+    access: Access | None = None,
+    fenced: str = _TOOK_OVER,
 ) -> KafkaClientError:
+    """``exc`` translated; ``fenced`` says why, when the producer is fenced
+    (:meth:`TransactionalProducer.fenced_reason`)."""
     kerr = exc.args[0] if exc.args else None
     context = f"The exactly-once write (transactional id '{txn_id}') failed while {what}"
     if isinstance(kerr, KafkaError) and kerr.name() in _FENCED_CODES:
-        context += _TOOK_OVER
+        context += fenced
     elif isinstance(kerr, KafkaError) and kerr.code() == KafkaError.INVALID_TRANSACTION_TIMEOUT:
         context += (
             ": the brokers refuse 'kafka.transaction.timeout.ms' (it must not exceed their "
@@ -232,42 +280,6 @@ def _first_rows(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch] |
         if batch.num_rows:
             return itertools.chain([batch], it)
     return None
-
-
-def _consumer(settings: WriteSettings, txn_id: str, events: ClientEvents) -> Consumer:
-    txn = settings.transactions
-    assert txn is not None
-    config: dict[str, Any] = {
-        **marker_consumer_config(txn.consumer_config, txn_id),
-        **client_hooks(events, txn.consumer_config),
-    }
-    try:
-        return Consumer(config)
-    except KafkaException as exc:
-        raise translate(exc, "Creating the marker reader on the executor") from exc
-
-
-def read_marker(consumer: Consumer, topic: str, txn_id: str, timeout_s: float) -> Marker | None:
-    """The last marker committed for ``txn_id``; waits out a busy coordinator."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        error: KafkaError | None = None
-        try:
-            (tp,) = consumer.committed([TopicPartition(topic, 0)], max(timeout_s / 4, 1.0))
-            error = tp.error
-            if error is None:
-                return Marker.decode(tp.metadata) if tp.offset >= 0 else None
-        except KafkaException as exc:
-            error = exc.args[0] if exc.args else None
-            if not isinstance(error, KafkaError):
-                raise translate(exc, f"Reading the marker of '{txn_id}'") from None
-        if error.code() not in _COORDINATOR_BUSY or time.monotonic() >= deadline:
-            raise translate(
-                KafkaException(error),
-                f"Reading the marker of transactional id '{txn_id}' (the committed offset of "
-                f"its consumer group on '{topic}' partition 0)",
-            )
-        time.sleep(RETRY_PAUSE_S)
 
 
 def _replay_digest(settings: WriteSettings, marker: Marker, txn_id: str) -> RowDigest | RowCount:
@@ -313,7 +325,7 @@ def write_transaction(
     timeout_s = settings.flush_timeout_s
     producer = TransactionalProducer({**settings.producer_config, "transactional.id": txn_id})
     events = ClientEvents("The exactly-once sink's marker reader")
-    consumer = _consumer(settings, txn_id, events)
+    consumer = new_marker_reader(txn.consumer_config, txn_id, events)
     lap("clients")
     records = count = 0
     try:
@@ -321,9 +333,20 @@ def write_transaction(
         producer.init_transactions(timeout_s, txn.marker_topic)
         lap("init_transactions")
         marker = read_marker(consumer, txn.marker_topic, txn_id, timeout_s)
+        where = ""
+        if marker is None:
+            # The marker topic may have changed while this work was unfinished.
+            elsewhere = markers_elsewhere(txn.consumer_config, txn_id, txn.marker_topic, timeout_s)
+            found = committed_elsewhere(elsewhere, task, txn_id, attempt=attempt)
+            if found is not None:
+                where = (
+                    f"; its marker is on topic '{found[0]}', not on the marker topic "
+                    f"'{txn.marker_topic}', which changed while the work was unfinished"
+                )
+                marker = found[1]
         lap("marker read")
         digest: RowDigest | RowCount
-        if decide(marker, task, txn_id) is Decision.SKIP:
+        if decide(marker, task, txn_id, attempt=attempt) is Decision.SKIP:
             assert marker is not None
             digest = _replay_digest(settings, marker, txn_id)
             for batch in rows:
@@ -332,7 +355,7 @@ def write_transaction(
             check_replay(marker, task, records, txn_id, digest.hexdigest())
             log.info(
                 "The %s was committed by an earlier attempt (%d record(s), transactional id "
-                "'%s'): nothing written again", task.describe(), records, txn_id,
+                "'%s'%s): nothing written again", task.describe(), records, txn_id, where,
             )  # fmt: skip
             return WriteResult(
                 records, 0, time.monotonic() - started, TRANSACTIONAL, reused=False, skipped=True
@@ -351,16 +374,22 @@ def write_transaction(
         lap("produce")
         producer.flush(timeout_s)
         lap("flush")
-        done = Marker(records, task.batch_id, task.write_id, attempt, digest.hexdigest())
+        done = Marker(
+            records, task.batch_id, task.write_id, attempt, digest.hexdigest(),
+            task.write_started_ms,
+        )  # fmt: skip
         producer.send_marker(done, txn.marker_topic, consumer.consumer_group_metadata(), timeout_s)
         lap("send marker")
         producer.commit_transaction(timeout_s)
         lap("commit")
     except KafkaClientError as exc:
+        # Before the abort, which ends the transaction's clock.
+        fenced = producer.fenced_reason()
         producer.abort_transaction(min(timeout_s, 10.0))
-        if exc.code in _FENCED_CODES and _TOOK_OVER not in str(exc):
+        # A fenced delivery or flush: said as the transactional calls say it (_txn_error).
+        if exc.code in _FENCED_CODES and f"transactional id '{txn_id}'" not in str(exc):
             raise KafkaClientError(
-                f"{exc} (transactional id '{txn_id}'){_TOOK_OVER}", code=exc.code
+                f"{exc} (transactional id '{txn_id}'){fenced}", code=exc.code
             ) from None
         raise
     except BaseException:

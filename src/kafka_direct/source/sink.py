@@ -19,9 +19,11 @@ With ``deliveryGuarantee`` ``exactly-once`` each task writes in a Kafka transact
 committed by the task (:mod:`~kafka_direct.producer.transactional`; librdkafka cannot let the
 driver commit for it). The driver's part: the transactional id prefix (``transactionalIdPrefix``,
 else derived from a stream's ``checkpointLocation``; required for ``df.write``), a batch write's
-id, and the check that the cluster runs transactions. ``commit`` and ``abort`` only report:
-what a finished task committed is visible whatever happens to the rest of the job, and a
-replayed micro-batch skips it.
+id (``transactionalWriteId``, else a new one per write) and start, and the checks that the
+cluster runs transactions and lets the principal commit markers (READ on the marker topic and
+on the marker groups). ``commit`` and ``abort`` only report: what a finished task committed is
+visible whatever happens to the rest of the job, and a replayed micro-batch (or a re-run of a
+batch write with the same write id) skips it.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ from kafka_direct.errors import (
 )
 from kafka_direct.executor.task import task_info
 from kafka_direct.executor.task_input import InputEnd, check_supported, input_end
-from kafka_direct.kafka.access import check_topics
+from kafka_direct.kafka.access import authenticates, check_group, check_topics
 from kafka_direct.kafka.admin import check_producer_config, new_admin_client
 from kafka_direct.kafka.events import ClientEvents, reach_advice
 from kafka_direct.kafka.translate import kafka_errors
@@ -66,6 +68,7 @@ from kafka_direct.producer.markers import (
     TransactionSettings,
     check_prefix,
     prefix_from_checkpoint,
+    transactional_id,
 )
 from kafka_direct.producer.write import WriteResult, WriteSettings, write_batches
 
@@ -163,6 +166,15 @@ def _transactions(
     assert opts.marker_topic is not None
     check_supported()
     prefix = opts.transactional_id_prefix
+    write_id = opts.transactional_write_id
+    if write_id and stream:
+        raise ConfigurationError(
+            "transactionalWriteId",
+            write_id,
+            "no write id on writeStream",
+            "A stream's tasks are matched to their markers by micro-batch id; the write id is "
+            "for df.write. Remove the option.",
+        )
     if not prefix and stream:
         checkpoint = {str(k).lower(): v for k, v in options.items()}.get("checkpointlocation")
         if not checkpoint:
@@ -182,17 +194,21 @@ def _transactions(
             "transactionalIdPrefix",
             None,
             "a prefix for df.write with deliveryGuarantee 'exactly-once'",
-            "Each write task's transactional id is '<prefix>-<partition>': reusing the prefix "
-            "for the next write of the same data fences what a failed write left running. Set "
+            "Each write task's transactional id is '<prefix>-<partition>', the same for every "
+            "attempt of the task, so that only one attempt's rows become visible. Set "
             ".option('transactionalIdPrefix', 'a-name-for-this-job'); one write at a time per "
-            "prefix.",
+            "prefix. A failed write's tasks that committed stay visible, and running the write "
+            "again writes their rows again, unless both runs also set the same "
+            ".option('transactionalWriteId', 'a-name-for-this-data').",
         )
     return TransactionSettings(
         prefix=check_prefix(prefix),
         marker_topic=opts.marker_topic,
-        write_id=None if stream else uuid.uuid4().hex,
+        write_id=None if stream else (write_id or uuid.uuid4().hex),
         consumer_config=KafkaConfig(connection_config(opts.kafka)),
         check_rows=opts.replay_check_rows,
+        write_started_ms=None if stream else int(time.time() * 1000),
+        write_id_given=bool(write_id) and not stream,
     )
 
 
@@ -219,6 +235,8 @@ def _check_once(opts: SinkOptions, transactions: TransactionSettings | None) -> 
             return cluster_outlook(admin, CONNECT_TIMEOUT_S)
 
         probe_transactions(opts.producer, transactions.prefix, CONNECT_TIMEOUT_S, look)
+        # After the probe, whose refusal of the transactional ids comes first.
+        _check_marker_groups(opts, transactions.prefix)
     with _checked_lock:
         _checked[fingerprint] = now
 
@@ -241,19 +259,19 @@ def _check_cluster(opts: SinkOptions) -> None:
             code=exc.code,
             retriable=False,
         ) from exc
-    if opts.topic is not None:
-        # Kafka hides a topic the principal may not DESCRIBE: say so (and who) rather than
-        # warn that it does not exist; a topic it may see but not WRITE fails here too.
-        config = connection_config(opts.kafka)
-        with kafka_errors("Checking the rights on the sink's topic"):
+    # Kafka hides a topic the principal may not DESCRIBE: say so (and who) rather than warn
+    # that it does not exist; a topic it may see but not WRITE (or READ) fails here too.
+    config = connection_config(opts.kafka)
+    with kafka_errors("Checking the rights on the sink's topics"):
+        if opts.topic is not None:
             check_topics(admin, config, [opts.topic], "WRITE", timeout_s=CONNECT_TIMEOUT_S)
-            if opts.marker_topic is not None:
-                check_topics(
-                    admin, config, [opts.marker_topic], "READ", timeout_s=CONNECT_TIMEOUT_S,
-                    what="deliveryGuarantee 'exactly-once' commits each task's marker as an "
-                    "offset on this topic ('transactionMarkerTopic'), which Kafka allows to "
-                    "readers of the topic only",
-                )  # fmt: skip
+        if opts.marker_topic is not None:
+            check_topics(
+                admin, config, [opts.marker_topic], "READ", timeout_s=CONNECT_TIMEOUT_S,
+                what="deliveryGuarantee 'exactly-once' commits each task's marker as an "
+                "offset on this topic ('transactionMarkerTopic'), which Kafka allows to "
+                "readers of the topic only",
+            )  # fmt: skip
     if opts.marker_topic is not None and not _topic_listed(admin, metadata, opts.marker_topic):
         raise ConfigurationError(
             "transactionMarkerTopic" if opts.marker_topic != opts.topic else "topic",
@@ -268,6 +286,25 @@ def _check_cluster(opts: SinkOptions) -> None:
             "Topic '%s' does not exist on the cluster at %s: the write relies on the brokers "
             "creating it (auto.create.topics.enable), and fails otherwise",
             opts.topic, opts.bootstrap_servers,
+        )  # fmt: skip
+
+
+def _check_marker_groups(opts: SinkOptions, prefix: str) -> None:
+    """Refuse a principal that may not READ the marker groups (``<prefix>-<n>``): each task
+    commits its marker as an offset of its group, which Kafka allows to the group's readers
+    only. Checked on task 0's group: the groups share the prefix, as their ACL does."""
+    config = connection_config(opts.kafka)
+    if not authenticates(config):
+        return
+    admin = new_admin_client(config, ClientEvents("The Kafka admin client"))
+    group = transactional_id(prefix, 0)
+    with kafka_errors("Checking the rights on the sink's marker groups"):
+        check_group(
+            admin, config, group, timeout_s=CONNECT_TIMEOUT_S,
+            what="deliveryGuarantee 'exactly-once' commits each task's marker as an offset of "
+            f"a consumer group named like its transactional id ('{prefix}-<n>'), which Kafka "
+            "allows to readers of the group only (grant READ on the group prefix "
+            f"'{prefix}-')",
         )  # fmt: skip
 
 
@@ -372,6 +409,7 @@ def _write_transaction(
         partition_id,
         batch_id=batch_id if stream else None,
         write_id=None if stream else txn.write_id,
+        write_started_ms=None if stream else txn.write_started_ms,
     )
     return write_transaction(settings, batches, task, attempt=attempt)
 
@@ -403,13 +441,22 @@ class KafkaBatchWriter(DataSourceArrowWriter):
 
     def abort(self, messages: list[Any]) -> None:
         records, tasks, failed = _summary(messages)
-        if self.settings.transactions is not None:
+        txn = self.settings.transactions
+        if txn is not None:
+            rerun = (
+                f"running it again with the same 'transactionalIdPrefix' and "
+                f"'transactionalWriteId' ('{txn.write_id}') skips those tasks"
+                if txn.write_id_given
+                else "running it again writes those tasks' records again, unless both runs "
+                "set the same 'transactionalWriteId'"
+            )
             log.warning(
                 "The exactly-once write to Kafka failed (%d task(s) failed). The %d task(s) "
                 "that finished committed their transactions: their %d record(s) are visible to "
                 "read_committed readers (each task commits its own; librdkafka has no two-phase "
-                "commit for the driver to hold them back). No task's records are visible twice.",
-                failed, tasks, records,
+                "commit for the driver to hold them back). This write made none of its "
+                "records visible twice, but %s.",
+                failed, tasks, records, rerun,
             )  # fmt: skip
             return
         log.warning(

@@ -61,6 +61,7 @@ def test_defaults() -> None:
         "fastPath.enabled",
         "deliveryGuarantee",
         "transactionalIdPrefix",
+        "transactionalWriteId",
         "transactionMarkerTopic",
         "transactionReplayCheck",
         "oauthProvider",
@@ -76,7 +77,10 @@ def test_exactly_once_options() -> None:
         "out",
     )
     assert opts.producer["transaction.timeout.ms"] == str(DEFAULT_TRANSACTION_TIMEOUT_MS)
-    assert opts.replay_check_rows
+    assert opts.replay_check_rows and opts.transactional_write_id == ""
+    assert parse_sink_options({**EOS, "transactionalWriteId": "d-1"}).transactional_write_id == (
+        "d-1"
+    )
     assert not parse_sink_options({**EOS, "transactionReplayCheck": "count"}).replay_check_rows
     assert "transaction.timeout.ms" not in producer_config({"bootstrap.servers": "b:1"})
     # The case PySpark passes options in, and a marker topic when rows carry their topic.
@@ -89,6 +93,40 @@ def test_exactly_once_options() -> None:
     )
     assert longer.producer["transaction.timeout.ms"] == "900000"
     assert longer.delivery_timeout_ms == 900_000
+
+
+# exactly-once options besides EOS, the producers' delivery.timeout.ms, the flush's bound (ms).
+# Review: Java's default transaction timeout (60000) was refused, as the sink's default delivery
+# timeout (120000) counted as the user's to librdkafka; unset, it follows a shorter transaction
+# timeout, as librdkafka's own default does.
+DELIVERY_TIMEOUTS = [
+    ({}, "120000", 120_000),
+    ({"kafka.transaction.timeout.ms": "60000"}, "60000", 60_000),
+    ({"kafka.transaction.timeout.ms": "1000"}, "1000", 1_000),
+    ({"kafka.transaction.timeout.ms": "900000"}, "120000", 120_000),
+    (
+        {"kafka.transaction.timeout.ms": "60000", "kafka.delivery.timeout.ms": "30000"},
+        "30000",
+        30_000,
+    ),
+    (
+        {"kafka.transaction.timeout.ms": "60000", "kafka.delivery.timeout.ms": "60000"},
+        "60000",
+        60_000,
+    ),
+    ({"kafka.transaction.timeout.ms": "60000", "kafka.message.timeout.ms": "5000"}, None, 5_000),
+]
+
+
+@pytest.mark.parametrize(("options", "producer", "bound"), DELIVERY_TIMEOUTS)
+def test_the_default_delivery_timeout_fits_the_transaction_timeout(
+    options: dict[str, str], producer: str | None, bound: int
+) -> None:
+    opts = parse_sink_options({**EOS, **options})
+    assert opts.producer.get("delivery.timeout.ms") == producer
+    assert opts.delivery_timeout_ms == bound
+    # At-least-once has no transaction: Java's default delivery timeout, whatever else is set.
+    assert parse_sink_options(BASE).producer["delivery.timeout.ms"] == "120000"
 
 
 def test_no_topic_option_means_the_column_decides() -> None:
@@ -234,6 +272,8 @@ REFUSALS = [
     ("deliveryGuarantee", {**BASE, "deliveryGuarantee": "at-most-once"}, "'at-least-once'"),
     ("deliveryGuarante", {**BASE, "deliveryGuarante": "exactly-once"}, "Did you mean"),
     ("transactionalIdPrefix", {**BASE, "transactionalIdPrefix": "q1"}, "only used with"),
+    ("transactionalWriteId", {**BASE, "transactionalWriteId": "w1"}, "'exactly-once') too"),
+    ("transactionalWriteId", {**EOS, "transactionalWriteId": "a b"}, "A-Z a-z 0-9 . _ -"),
     ("transactionReplayCheck", {**EOS, "transactionReplayCheck": "none"}, "'rows' (the default)"),
     ("transactionReplayCheck", {**BASE, "transactionReplayCheck": "count"}, "'exactly-once') too"),
     ("kafka.enable.idempotence", {**EOS, "kafka.enable.idempotence": "false"}, "idempotent"),
@@ -243,9 +283,14 @@ REFUSALS = [
     ("kafka.transaction.timeout.ms", {**EOS, "kafka.transaction.timeout.ms": "5"}, ">= 1000"),
     ("kafka.delivery.timeout.ms", {**EOS, "kafka.delivery.timeout.ms": "400000"}, "(300000)"),
     (
-        "kafka.transaction.timeout.ms",
-        {**EOS, "kafka.transaction.timeout.ms": "60000"},
+        "kafka.delivery.timeout.ms",
+        {**EOS, "kafka.transaction.timeout.ms": "60000", "kafka.delivery.timeout.ms": "120000"},
         "kafka.delivery.timeout.ms (120000) <= kafka.transaction.timeout.ms (60000)",
+    ),
+    (
+        "kafka.message.timeout.ms",
+        {**EOS, "kafka.transaction.timeout.ms": "60000", "kafka.message.timeout.ms": "60001"},
+        "or remove it: it then defaults to the smaller of 120000 and the transaction timeout",
     ),
 ]
 

@@ -20,6 +20,7 @@ from kafka_direct.producer.markers import (
     TransactionSettings,
     check_prefix,
     check_replay,
+    committed_elsewhere,
     decide,
     prefix_from_checkpoint,
     transactional_id,
@@ -51,6 +52,68 @@ def test_decide(marker: Marker | None, task: TaskIdentity, decision: Decision) -
     assert decide(marker, task, TXN) is decision
 
 
+# A batch write that began at 1000 ms (its driver's clock).
+W1 = TaskIdentity(3, write_id="w1", write_started_ms=1_000)
+
+# marker, attempt, decision (None: refused)
+# Review: two writes with one prefix; X's task 3 commits, then fails before reporting; Y (begun
+# later) commits its marker on the same id; X's retry saw "another write" and wrote X's rows
+# again. A retry that finds a write begun after its own now refuses.
+WRITE_STARTS = [
+    (Marker(10, write_id="w2", started_ms=2_000), 0, Decision.WRITE),
+    (Marker(10, write_id="w2", started_ms=2_000), 1, None),
+    (Marker(10, write_id="w0", started_ms=500), 1, Decision.WRITE),
+    (Marker(10, write_id="w2"), 1, Decision.WRITE),  # a marker from before starts were kept
+    (Marker(10, write_id="w1", started_ms=2_000), 1, Decision.SKIP),  # a re-run's own marker
+    (Marker(10, batch_id=4), 1, Decision.WRITE),  # a stream's marker: no start
+]
+
+
+@pytest.mark.parametrize(("marker", "attempt", "decision"), WRITE_STARTS)
+def test_a_retry_refuses_the_marker_of_a_write_begun_after_its_own(
+    marker: Marker, attempt: int, decision: Decision | None
+) -> None:
+    if decision is not None:
+        assert decide(marker, W1, TXN, attempt=attempt) is decision
+        return
+    with pytest.raises(MarkerMismatchError) as info:
+        decide(marker, W1, TXN, attempt=attempt)
+    message = str(info.value)
+    assert "last committed by batch write w2, which began at 1970-01-01T00:00:02.000+00:00" in (
+        message
+    )
+    assert "after this batch write w1, partition 3 (attempt 1) began at 1970-01-01T00:00:01" in (
+        message
+    )
+    assert "give writes that may run together a 'transactionalIdPrefix' each" in message
+
+
+# markers on other topics, task, the topic whose marker shows the work committed (None: write)
+# Review: a query stopped with some tasks of a micro-batch committed, restarted with another
+# transactionMarkerTopic, read no marker and wrote those tasks again.
+ELSEWHERE = [
+    ({}, STREAM, None),
+    ({"old": Marker(10, batch_id=6)}, STREAM, None),
+    ({"old": Marker(10, batch_id=7)}, STREAM, "old"),
+    ({"a": Marker(1, batch_id=2), "old": Marker(10, batch_id=7)}, STREAM, "old"),
+    ({"old": Marker(10, write_id="w0")}, BATCH, None),
+    ({"old": Marker(10, write_id="w1")}, BATCH, "old"),
+]
+
+
+@pytest.mark.parametrize(("found", "task", "topic"), ELSEWHERE)
+def test_a_marker_on_another_topic_for_this_work_is_found(
+    found: dict[str, Marker], task: TaskIdentity, topic: str | None
+) -> None:
+    expected = None if topic is None else (topic, found[topic])
+    assert committed_elsewhere(found, task, TXN) == expected
+
+
+def test_a_marker_of_another_query_on_another_topic_is_refused() -> None:
+    with pytest.raises(MarkerMismatchError, match="already committed micro-batch 8, later than"):
+        committed_elsewhere({"old": Marker(10, batch_id=8)}, STREAM, TXN)
+
+
 # marker, task, phrase of the refusal
 MISMATCHES = [
     (Marker(10, batch_id=8), STREAM, "already committed micro-batch 8, later than this"),
@@ -78,6 +141,12 @@ def test_a_replay_must_hold_the_committed_rows() -> None:
     assert "task, with 10 record(s)" in message
     assert "this replay holds 12 row(s)" in message
     assert "plan, its partitioning or its input changed" in message
+    # What must stay the same across a restart, named (review: a repacked replay).
+    assert "the same partitioning of its source (minPartitions, maxRecordsPerPartition" in message
+    # current_timestamp() is not nondeterministic on a replay: a stream takes it from the
+    # micro-batch's timestamp in the offset log (review).
+    assert "(rand() or uuid() in a written column)" in message
+    assert "current_timestamp" not in message
 
 
 # marker digest, replay digest: a replay with the committed count passes unless both digests are
@@ -123,6 +192,7 @@ def test_a_marker_from_before_digests_reads_as_count_only() -> None:
         Marker(0, batch_id=0, attempt=3),
         Marker(5, write_id="0123abcd"),
         Marker(5, batch_id=3, digest="00ff" * 8),
+        Marker(5, write_id="0123abcd", digest="s:00", started_ms=1_764_000_000_000),
     ],
 )
 def test_markers_round_trip_through_offset_metadata(marker: Marker) -> None:
