@@ -40,8 +40,11 @@ class DataLoss:
     detail: str
 
     def lost_records(self) -> int | None:
-        """Records known to be lost; None when Kafka cannot tell (a partition gone or recreated)."""
-        if self.kind == "offset_out_of_range" and self.available_offset is not None:
+        """Offsets known to be lost (records at most: offsets have gaps); None when Kafka cannot
+        tell (a partition gone or recreated). An added partition that starts at N lost N: a new
+        partition starts at 0, so retention or DeleteRecords took them before it was found."""
+        lost_below = ("offset_out_of_range", "added_partition")
+        if self.kind in lost_below and self.available_offset is not None:
             return self.available_offset - self.expected_offset
         return None
 

@@ -7,6 +7,9 @@ This is ``KafkaMicroBatchStream`` (Spark Streaming's ``DirectKafkaInputDStream.c
   first trigger pins to concrete offsets in an empty first micro-batch. Spark's own source stores
   its initial offsets in a side file of the checkpoint; a Python source cannot reach the
   checkpoint, and re-resolving "latest" after a crash in batch 0 would skip or re-read records.
+  ``earliest`` and JSON starts are resolved again when a restart replays batch 0: partitions
+  created since are left to later batches (from earliest), and a JSON start is checked against
+  the partitions that exist only at the first trigger of a new query, as Spark checks it once.
 - ``latest_offsets``: discovery (new topics and partitions, which start at earliest), the
   ``Trigger.AvailableNow`` target, ``minOffsetsPerTrigger``/``maxTriggerDelay`` and the rate
   limits.
@@ -17,7 +20,9 @@ This is ``KafkaMicroBatchStream`` (Spark Streaming's ``DirectKafkaInputDStream.c
 
 Faults (see :mod:`kafka_direct.planning.patience`): an offset the cluster did not answer is
 never planned. Such a partition does not advance in this trigger; with no answer at all the
-trigger plans nothing; the stream fails only after ``fetchOffset.unavailableTimeout``. A
+trigger plans nothing; the stream fails only after ``fetchOffset.unavailableTimeout``. The
+trigger that pins batch 0 waits instead (within the same bound): whatever it answers becomes
+batch 0's end in Spark's offset log, and a -1 placeholder must never get there. A
 checkpoint written by an older version under such a fault may hold an invalid end offset
 (librdkafka's -1001): the batch treats that partition as not advanced, and later triggers start
 it where it stood (:mod:`kafka_direct.planning.repair`).
@@ -32,11 +37,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from kafka_direct.config.kafka import Subscription
 from kafka_direct.config.source import SourceOptions
-from kafka_direct.errors import KafkaClientError, OffsetsUnavailableError
+from kafka_direct.errors import ConfigurationError, KafkaClientError, OffsetsUnavailableError
 from kafka_direct.logs import RepeatLimiter
 from kafka_direct.offsets import LATEST, OffsetRange, PartitionOffsets, TopicPartition
 from kafka_direct.planning.data_loss import DataLoss, LossLedger, apply_data_loss_policy
@@ -46,6 +52,7 @@ from kafka_direct.planning.rates import min_offsets_gate, rate_limit
 from kafka_direct.planning.reader import STRUCTURED, OffsetReader
 from kafka_direct.planning.repair import CheckpointRepair
 from kafka_direct.planning.resolve import (
+    check_covers,
     resolve_new_partitions,
     resolve_starting,
 )
@@ -84,6 +91,11 @@ class StreamPlanner(OffsetLookups):
         self._latest: PartitionOffsets | None = None
         self._pinned: PartitionOffsets = {}
         self._initial: PartitionOffsets | None = None
+        #: Whether this process has answered latestOffset or partitions yet: a partitions call
+        #: that comes first, with the initial offsets as its start, replays a logged batch 0.
+        self._planned = False
+        #: A JSON start that does not match the partitions: refused at the first trigger.
+        self._refusal: ConfigurationError | None = None
         # Spark starts lastTriggerMillis at 0, so the first batch never waits for the minimum.
         self._last_trigger_ms = 0
         self._patience = patience or OffsetPatience(opts.fetch_offset.unavailable_timeout_ms)
@@ -98,6 +110,7 @@ class StreamPlanner(OffsetLookups):
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_reader"] = None
+        state["_refusal"] = None  # the driver's; and exceptions with such arguments do not unpickle
         return state
 
     @property
@@ -170,10 +183,21 @@ class StreamPlanner(OffsetLookups):
         if spec.kind in _PINNED_KINDS:
             # Resolved by the first trigger and pinned in an empty batch 0 (see module docs).
             return {tp: LATEST for tp in sorted(tps)}
+        if spec.kind == "specific":
+            # Spark checks once, for a new query, that the JSON names exactly the partitions
+            # there are. A restart replaying batch 0 resolves it again, after partitions may have
+            # come or gone: the check waits for a new query's first trigger (latest_offsets).
+            try:
+                check_covers(spec, tps)
+            except ConfigurationError as exc:
+                self._refusal = exc
+            tps = tps & set(spec.offsets)
+            spec = replace(spec, offsets={tp: spec.offsets[tp] for tp in tps})
+        chosen = spec
         resolved = self._patience.wait_for(
             "resolve the starting offsets",
             lambda: resolve_starting(
-                spec,
+                chosen,
                 tps,
                 self.reader,
                 timestamp_strategy=self.opts.timestamp_strategy,
@@ -201,7 +225,13 @@ class StreamPlanner(OffsetLookups):
         ``read_all`` is the engine's ``ReadAllAvailable``: ignore the source's own limits.
         """
         given = start
+        refusal, self._refusal = self._refusal, None
+        if refusal is not None and not self._planned and start == self._initial:
+            raise refusal  # the first trigger of a new query (see _resolve_initial_offsets)
+        self._planned = True
         start = self._repair.usable(start)
+        limited = not read_all
+        gated = limited and self.opts.rates.min_offsets is not None and self._target is None
         if self._target is not None:
             self._recheck_target(start)
             latest = dict(self._target)
@@ -216,6 +246,10 @@ class StreamPlanner(OffsetLookups):
             # offset log records it (partitions new since initialOffset are read from earliest
             # by plan_ranges).
             self._pin(start, latest)
+            if gated:
+                # Spark's first trigger passes delayBatch (lastTriggerMillis starts at 0) and
+                # starts the delay: this one is batch 0, so the next waits for the minimum.
+                self._last_trigger_ms = self._clock_ms()
             if self._target is not None:
                 # A start resolved after the target was fixed (a committed offset, a timestamp)
                 # may lie past it: the target moves up, so no later trigger takes the pinned
@@ -236,7 +270,6 @@ class StreamPlanner(OffsetLookups):
             # Offsets went backwards (a recreated topic). plan_ranges reports it; the new log is
             # rate-limited from its start like any other partition.
             base.update(self._earliest_known(reset))
-        limited = not read_all
         if limited and self._rate_limited and not self.opts.fail_on_data_loss:
             # Records deleted before they were read: plan_ranges reads from the log start, so
             # the limit must count from there too, or the stream would crawl through the gap
@@ -245,7 +278,8 @@ class StreamPlanner(OffsetLookups):
                 base[tp] = max(base[tp], first)
         # Not under Trigger.AvailableNow: holding back a tail below the minimum would return
         # start before the target is reached, which ends the run with that tail unread.
-        if limited and self.opts.rates.min_offsets is not None and self._target is None:
+        if gated:
+            assert self.opts.rates.min_offsets is not None
             now = self._clock_ms()
             if not min_offsets_gate(
                 base,
@@ -279,45 +313,79 @@ class StreamPlanner(OffsetLookups):
         """Latest offsets for this trigger; None when the cluster gave none.
 
         A partition without a valid answer keeps its start (it does not advance); one the
-        query has not started yet (not pinned, or new) is left for a later trigger.
+        query has not started yet (new) is left for a later trigger. While ``start`` holds -1
+        placeholders it waits (up to ``fetchOffset.unavailableTimeout``) for all of them: PySpark
+        logs a query's first answer as batch 0's end whatever it is, so the placeholders must
+        never be returned, and pinning some partitions later would pin them at another moment.
         """
         known = {tp: off for tp, off in start.items() if off != LATEST}
+        if len(known) < len(start):
+            return self._patience.wait_for(
+                "list the latest offsets to pin the starting offsets",
+                lambda: self._ask_latest(start, known),
+            )
         try:
-            tps = self._current_partitions(strict=False)
-            try:
-                latest = self.reader.latest(tps, known=known)
-            except OffsetsUnavailableError as exc:
-                unpinned = [tp for tp in exc.unavailable if start.get(tp) == LATEST]
-                if unpinned:
-                    # Batch 0 pins every partition at once, or none: wait for all of them.
-                    raise KafkaClientError(str(exc), code=exc.code, retriable=True) from exc
-                self._patience.partial(exc.unavailable)
-                latest = dict(exc.offsets)
-                latest.update({tp: start[tp] for tp in exc.unavailable if tp in start})
-                # A partial answer comes from a cluster in flux (a leader moving), which is when
-                # a new leader can answer a log end behind what was read already (KAFKA-7703).
-                # The complete answer's re-check is skipped here, so such a partition does not
-                # advance in this trigger: believed, it would write an end below its start.
-                latest.update({tp: off for tp, off in known.items() if latest.get(tp, off) < off})
-                self._patience.answered(exc.offsets)
-                return latest
+            return self._ask_latest(start, known)
         except KafkaClientError as exc:
             self._patience.outage(exc)
             return None
+
+    def _ask_latest(self, start: PartitionOffsets, known: PartitionOffsets) -> PartitionOffsets:
+        tps = self._current_partitions(strict=False)
+        try:
+            latest = self.reader.latest(tps, known=known)
+        except OffsetsUnavailableError as exc:
+            unpinned = [tp for tp in exc.unavailable if start.get(tp) == LATEST]
+            if unpinned:
+                # Batch 0 pins every partition at once, or none: wait for all of them.
+                raise KafkaClientError(str(exc), code=exc.code, retriable=True) from exc
+            self._patience.partial(exc.unavailable)
+            latest = dict(exc.offsets)
+            latest.update({tp: start[tp] for tp in exc.unavailable if tp in start})
+            # A partial answer comes from a cluster in flux (a leader moving), which is when a
+            # new leader can answer a log end behind what was read already (KAFKA-7703). The
+            # complete answer's re-check is skipped here, so such a partition does not advance
+            # in this trigger: believed, it would write an end below its start.
+            latest.update({tp: off for tp, off in known.items() if latest.get(tp, off) < off})
+            self._patience.answered(exc.offsets)
+            return latest
         self._patience.answered(latest)
         return latest
+
+    def _earliest_of_new(self, new: list[TopicPartition]) -> PartitionOffsets:
+        """Earliest offsets of a batch's new partitions, waited for (the batch is in Spark's
+        offset log already). A partition the cluster no longer lists (its topic was deleted
+        since the batch was logged) is left out: resolve_new_partitions reports it as Spark's
+        "Cannot find earliest offsets", and failOnDataLoss decides. The cluster answers such a
+        partition "unknown topic", or no leader (librdkafka's _NOENT) once it knows."""
+
+        def ask() -> PartitionOffsets:
+            first, gone = self._log_starts(new)
+            unanswered = [tp for tp in new if tp not in first and tp not in gone]
+            if unanswered:
+                listed = self._current_partitions(strict=False)
+                unanswered = [tp for tp in unanswered if tp in listed]
+            if unanswered:
+                raise KafkaClientError(
+                    "no earliest offset for " + ", ".join(map(str, unanswered)),
+                    code="OFFSETS_UNAVAILABLE",
+                    retriable=True,
+                )
+            return first
+
+        return self._patience.wait_for("list the earliest offsets of new partitions", ask)
 
     def plan_ranges(
         self, start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int]
     ) -> list[OffsetRange]:
         """The ranges of micro-batch ``(start, end]``, after the failOnDataLoss policy."""
+        replay = not self._planned and self._initial is not None and start == self._initial
+        self._planned, self._refusal = True, None
         start, end = self._repair.repair(start, end)
         new = sorted(set(end) - set(start))
         from_offsets: PartitionOffsets = {}
         if new:
-            first_new = self._patience.wait_for(
-                "list the earliest offsets of new partitions", lambda: self.reader.earliest(new)
-            )
+            first_new = self._earliest_of_new(new)
             from_offsets.update(
                 resolve_new_partitions(
                     new,
@@ -328,9 +396,10 @@ class StreamPlanner(OffsetLookups):
             )
         losses: list[DataLoss] = []
         for tp in sorted(set(start) - set(end)):
-            if start[tp] == LATEST:
-                # A "latest" placeholder re-resolved after a restart in batch 0 may name a
-                # partition the logged end never had: nothing was planned there, nothing is lost.
+            if start[tp] == LATEST or replay:
+                # A restart replaying batch 0 resolved its start again (Spark reads its side
+                # file): a partition created since is in it but not in the logged end. Nothing
+                # was planned there; a later batch finds it as new and reads it from earliest.
                 continue
             detail = f"{tp} is gone (offset {start[tp]} was expected)"
             losses.append(DataLoss(tp, "partition_gone", start[tp], None, detail))
@@ -389,6 +458,11 @@ class StreamPlanner(OffsetLookups):
                 fail_on_data_loss=self.opts.fail_on_data_loss,
                 logger=log,
                 ledger=self.losses,
+            )
+        if replay:
+            log.info(
+                "Replaying batch 0 from starting offsets resolved again in this run: %s",
+                {str(tp): off for tp, off in sorted(start.items())},
             )
         ranges = [
             OffsetRange(tp.topic, tp.partition, from_offsets[tp], max(from_offsets[tp], end[tp]))

@@ -39,6 +39,7 @@ from kafka_direct.planning.reader import OffsetReader
 
 __all__ = [
     "Fallback",
+    "check_covers",
     "check_range_order",
     "check_within_log_end",
     "resolve_ending",
@@ -159,7 +160,7 @@ def resolve_starting(
             strategy="latest" if timestamp_strategy == "latest" else "error",
             option=spec.option,
         )
-    _check_covers(spec, tps)
+    check_covers(spec, tps)
     return resolve_known(
         spec.offsets,
         tps,
@@ -287,7 +288,7 @@ def _specific(
     earliest: Mapping[TopicPartition, int],
     latest: Mapping[TopicPartition, int],
 ) -> PartitionOffsets:
-    _check_covers(spec, tps)
+    check_covers(spec, tps)
     out: PartitionOffsets = {}
     for tp in sorted(tps):
         off = spec.offsets[tp]
@@ -299,7 +300,7 @@ def _requested(spec: OffsetBound, tps: Set[TopicPartition]) -> dict[TopicPartiti
     if spec.kind == "timestamp":
         assert spec.timestamp is not None
         return {tp: spec.timestamp for tp in sorted(tps)}
-    _check_covers(spec, tps)
+    check_covers(spec, tps)
     return {tp: spec.offsets[tp] for tp in sorted(tps)}
 
 
@@ -310,7 +311,9 @@ def _lookup_timestamps(
     return {tp: (off if off is not None and off >= 0 else None) for tp, off in found.items()}
 
 
-def _check_covers(spec: OffsetBound, tps: Set[TopicPartition]) -> None:
+def check_covers(spec: OffsetBound, tps: Set[TopicPartition]) -> None:
+    """Per-partition offsets (JSON) must name every partition of ``tps`` and no other, as Spark
+    asserts when it resolves them."""
     missing = sorted(set(tps) - set(spec.offsets))
     unknown = sorted(set(spec.offsets) - set(tps))
     if missing:

@@ -154,8 +154,9 @@ class LagListener(StreamingQueryListener):
     ) -> dict[TopicPartition, int]:
         """The journal's entries for the batch ``[starts, ends)``; taken off the list.
 
-        The planner's entries name the batch's start; an executor's, the first offset it skipped
-        inside the batch. A retried task skips the same offsets again: counted once.
+        The planner's entries name the batch's start (0 for a partition new in the batch); an
+        executor's, the first offset it skipped inside the batch. A retried task skips the same
+        offsets again: counted once.
         """
         for entry in self._journal.new_entries():
             key = (entry.topic_partition, entry.expected, entry.available)
@@ -169,7 +170,10 @@ class LagListener(StreamingQueryListener):
         keep: list[JournalEntry] = []
         for entry in self._pending:
             tp = entry.topic_partition
-            start = starts.get(tp)
+            # A partition new in this batch is in its end only; Spark reads it from offset 0,
+            # which the planner's entry for it names (an added partition starting later, one
+            # deleted again).
+            start = starts.get(tp, 0 if tp in ends else None)
             if start is not None and (
                 start == entry.expected or start <= entry.expected < ends.get(tp, start)
             ):

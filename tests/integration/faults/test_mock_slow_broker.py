@@ -160,3 +160,42 @@ def test_regression_bricked_checkpoint_is_repaired_on_restart(
     assert sink.mismatches == []
     # The repaired batch re-ran with partition 1 not advanced; none after it holds -1001.
     assert watcher.negative() == [(last, topic, "1", OFFSET_INVALID)]
+
+
+def test_regression_slow_broker_at_the_first_trigger_never_writes_a_placeholder(
+    mock_cluster, mock_topics, mock_stream, queries, tmp_path
+):
+    # Regression (review): with startingOffsets=latest, the first trigger answered the -1
+    # placeholders when a leader gave no offset, and PySpark logs a query's first answer as
+    # batch 0's end: {"t": {"0": -1, ...}} in the checkpoint. The trigger now waits for it.
+    topic = mock_topics.create(partitions=3)
+    slow = mock_topics.leader(0)
+    before = KnownProducer(mock_cluster.bootstrap_servers, topic)
+    before.send_all(range(3), 5)
+    before.flush()
+    checkpoint = tmp_path / "ck"
+    sink = Collector()
+    mock_cluster.set_rtt(slow, SLOWER_THAN_THE_REQUEST_TIMEOUT_MS)
+
+    with OffsetLogWatcher(checkpoint) as watcher:
+        stream = mock_stream(topic, startingOffsets="latest", **ONE_ATTEMPT)
+        query = queries(start(stream, sink, str(checkpoint)))
+        # The first request for partition 0's latest offset gets no valid answer after one
+        # request timeout (30 s): the old code logged batch 0 then. Give it that long, plus a
+        # margin; the fixed one is still waiting for the answer.
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline and not read_offset_log(checkpoint):
+            assert query.exception() is None, query.exception()
+            time.sleep(0.5)
+        mock_cluster.set_rtt(slow, 0)
+        wait_until(lambda: 0 in commit_ids(checkpoint), 90, "batch 0, pinned")
+        after = KnownProducer(
+            mock_cluster.bootstrap_servers, topic, numbering=dict.fromkeys(range(3), 5)
+        )
+        after.send_all(range(3), 10)
+        produced = after.flush()
+        wait_for(lambda: len(sink.rows) >= len(produced), query, 90, "the records after batch 0")
+        assert query.isActive and query.exception() is None
+        query.stop()
+    assert watcher.negative() == []
+    assert sink.keys() == expected_keys(produced)  # nothing from before the query started

@@ -182,16 +182,23 @@ def test_initial_offsets(
     ("options", "error", "match"),
     [
         ({"startingOffsets": '{"t": {"0": 5}}'}, ConfigurationError, "no entry for t-1"),
+        (
+            {"startingOffsets": '{"t": {"0": 5, "1": 1, "2": 0}}'},
+            ConfigurationError,
+            "only partitions that exist",
+        ),
         ({"startingOffsets": '{"t": {"0": 5, "1": 9}}'}, ConfigurationError, "log end offset 4"),
         ({"startingOffsets": '{"t": {"0": 1, "1": 0}}'}, DataLossError, "t-0: starting offset 1"),
     ],
 )
-def test_initial_offsets_refuse_what_batch_reads_refuse(
+def test_a_new_query_refuses_what_batch_reads_refuse(
     stamped: FakeCluster, options: dict[str, str], error: type[Exception], match: str
 ) -> None:
+    # Offsets are refused by initialOffset; a JSON that does not name exactly the partitions
+    # there are, by the first trigger (a restart replaying batch 0 must not check it again).
     planner = StreamPlanner(stream_options({"subscribe": "t", **options}), stamped.reader)
     with pytest.raises(error, match=match):
-        planner.initial_offsets()
+        planner.latest_offsets(planner.initial_offsets(), read_all=False)
 
 
 @pytest.mark.parametrize(
@@ -705,6 +712,22 @@ def test_min_offsets_per_trigger_waits_until_the_minimum_or_the_delay() -> None:
     assert q.trigger() == [("t-0", 15, 17)]
 
 
+def test_min_offsets_per_trigger_after_the_pinned_batch_0_waits_for_the_minimum() -> None:
+    # Regression (review): the pinning trigger did not start the delay, so the next trigger ran
+    # an undersized batch. In Spark, batch 0 is the trigger that passes delayBatch.
+    cluster = FakeCluster()
+    cluster.create_topic("t", records=5)
+    clock = ManualClock()
+    options = {"subscribe": "t", "minOffsetsPerTrigger": "1000", "maxTriggerDelay": "15m"}
+    q = MicroBatches(cluster, options, clock=clock)
+    assert q.trigger() == []  # batch 0 pins 5
+    cluster.append("t", 0, 1)
+    clock.advance(1_000)
+    assert q.trigger() is None  # 1 < 1000, 1 s < 15 min
+    clock.advance(15 * 60_000 - 1_000)
+    assert q.trigger() == [("t-0", 5, 6)]
+
+
 def test_latest_placeholder_missing_from_the_logged_end_is_not_data_loss() -> None:
     # A restart in batch 0 re-resolves "latest" placeholders; a partition created meanwhile is
     # in the new start but not in the end logged before the crash. Nothing of it was planned.
@@ -717,6 +740,91 @@ def test_latest_placeholder_missing_from_the_logged_end_is_not_data_loss() -> No
     start = {T0: LATEST, TopicPartition("t", 1): LATEST}
     logged_end = {T0: 4}
     assert spans(planner.plan_ranges(start, logged_end)) == []
+
+
+#: How a new partition comes while the driver is down: a partition of the subscribed topic, or
+#: a topic matching the pattern.
+RESTART_IN_BATCH_0 = [
+    pytest.param({"subscribe": "t", "startingOffsets": "earliest"}, "t-1", id="earliest"),
+    pytest.param({"subscribe": "t", "startingOffsets": '{"t": {"0": 0}}'}, "t-1", id="json"),
+    pytest.param({"subscribePattern": "t.*", "startingOffsets": "earliest"}, "tx-0", id="pattern"),
+    pytest.param({"assign": '{"t": [0, 1]}', "startingOffsets": "earliest"}, "t-1", id="assign"),
+]
+
+
+def _added_while_down(cluster: FakeCluster, options: dict[str, str]) -> None:
+    if "subscribePattern" in options:
+        cluster.create_topic("tx", records=3)
+    else:
+        cluster.add_partitions("t")
+        cluster.append("t", 1, 3)
+
+
+@pytest.mark.parametrize("fail_on_data_loss", ["true", "false"])
+@pytest.mark.parametrize(("options", "added"), RESTART_IN_BATCH_0)
+def test_a_restart_in_batch_0_after_partitions_were_added_replays_the_logged_batch(
+    caplog: pytest.LogCaptureFixture, options: dict[str, str], added: str, fail_on_data_loss: str
+) -> None:
+    # Regression (review): the replay re-resolved the start with the new partition in it, which
+    # the logged end lacks: "t-1 is gone" (DataLossError) on every restart, a ConfigurationError
+    # for the JSON ("no entry for t-1"), or a false warning with failOnDataLoss=false.
+    options = {**options, "failOnDataLoss": fail_on_data_loss}
+    cluster = FakeCluster()
+    cluster.create_topic("t", records=5)
+    first_run = MicroBatches(cluster, options)
+    logged_end = first_run.latest()  # batch 0 in the offset log; the driver dies
+    assert logged_end == {T0: 5}
+    _added_while_down(cluster, options)
+    cluster.append("t", 0, 2)
+
+    restarted = MicroBatches(cluster, options)  # Spark replays batch 0 from initialOffset()
+    with caplog.at_level(logging.WARNING):
+        assert spans(restarted.planner.plan_ranges(restarted.start, logged_end)) == [("t-0", 0, 5)]
+        restarted.start = logged_end  # batch 0 commits
+        assert restarted.trigger() == [("t-0", 5, 7), (added, 0, 3)]  # from its earliest
+    assert "Data loss" not in caplog.text
+
+
+def test_a_partition_gone_before_the_first_trigger_of_a_new_query_is_still_data_loss() -> None:
+    cluster = FakeCluster()
+    cluster.create_topic("t", records=3)
+    cluster.create_topic("u", records=4)
+    q = MicroBatches(cluster, TWO_TOPICS)
+    assert q.start == {T0: 0, TopicPartition("u", 0): 0}
+    cluster.delete_topic("u")  # between initialOffset and the first latestOffset
+    with pytest.raises(DataLossError, match=r"u-0 is gone \(offset 0 was expected\)"):
+        q.trigger()
+
+
+def test_a_json_start_of_an_empty_batch_0_is_not_checked_again_after_a_restart() -> None:
+    # Batch 0 read nothing (end == start); the restart's first trigger starts at that end, which
+    # equals the start resolved again: it is not a new query, the JSON is not refused.
+    cluster = FakeCluster()
+    cluster.create_topic("t")
+    options = {"subscribe": "t", "startingOffsets": '{"t": {"0": 0}}'}
+    logged_end = MicroBatches(cluster, options).latest()
+    assert logged_end == {T0: 0}
+    cluster.add_partitions("t")
+    cluster.append("t", 1, 2)
+    restarted = MicroBatches(cluster, options)
+    assert restarted.planner.plan_ranges(restarted.start, logged_end) == []
+    restarted.start = logged_end
+    assert restarted.trigger() == [("t-1", 0, 2)]
+
+
+def test_a_json_start_replayed_after_its_records_aged_out_is_data_loss() -> None:
+    # Retention moved the log start while the driver was down in batch 0: a JSON start is
+    # resolved again, and below the log start it is data loss, as in Spark, whose replay reads
+    # the start from its checkpoint and finds it out of range.
+    cluster = FakeCluster()
+    cluster.create_topic("t", records=5)
+    options = {"subscribe": "t", "startingOffsets": '{"t": {"0": 1}}'}
+    logged_end = MicroBatches(cluster, options).latest()
+    cluster.age_out("t", 0, 3)
+    with pytest.raises(DataLossError, match="starting offset 1 is before"):
+        MicroBatches(cluster, options).start  # noqa: B018 (Spark's initialOffset() call)
+    lenient = MicroBatches(cluster, {**options, "failOnDataLoss": "false"})
+    assert spans(lenient.planner.plan_ranges(lenient.start, logged_end)) == [("t-0", 3, 5)]
 
 
 def test_min_offsets_per_trigger_is_ignored_when_reading_all_available() -> None:
@@ -890,6 +998,20 @@ def test_planner_pickles_without_its_reader_and_recreates_it_lazily() -> None:
     assert planner.latest_offsets(pinned, read_all=False) == {T0: 8}
     assert FACTORY_CALLS[name] == 3
     del CLUSTERS[name]
+
+
+def test_a_planner_holding_a_refused_json_start_pickles() -> None:
+    # The refusal waits for the first trigger (a restart replaying batch 0 never raises it); the
+    # planner is pickled to executors meanwhile, and such an exception does not unpickle.
+    cluster = FakeCluster()
+    cluster.create_topic("t", partitions=2, records=3)
+    planner = StreamPlanner(
+        stream_options({"subscribe": "t", "startingOffsets": '{"t": {"0": 1}}'}), cluster.reader
+    )
+    assert planner.initial_offsets() == {T0: 1}
+    pickle.loads(pickle.dumps(planner))
+    with pytest.raises(ConfigurationError, match="no entry for t-1"):
+        planner.latest_offsets(planner.initial_offsets(), read_all=False)
 
 
 @pytest.mark.parametrize(("fail", "raises"), [("true", True), ("false", False)])

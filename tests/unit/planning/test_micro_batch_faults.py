@@ -15,7 +15,12 @@ from typing import Any
 
 import pytest
 
-from kafka_direct.errors import ConfigurationError, DataLossError, KafkaClientError
+from kafka_direct.errors import (
+    ConfigurationError,
+    DataLossError,
+    KafkaClientError,
+    OffsetsUnavailableError,
+)
 from kafka_direct.offsets import LATEST, PartitionOffsets, TopicPartition
 from kafka_direct.planning.micro_batch import StreamPlanner
 from kafka_direct.planning.patience import OffsetPatience
@@ -145,18 +150,48 @@ def test_a_partition_unavailable_longer_than_the_bound_fails_the_stream(two: Fak
     assert info.value.retriable is False
 
 
-def test_batch_0_pins_every_partition_or_none(two: FakeCluster) -> None:
-    """A 'latest' start pinned for some partitions only would pin the rest later, at another
-    moment: wait until all of them answer."""
+def _recovers_after(clock: Clock, q: MicroBatches, sleeps: int, recover: Any) -> None:
+    """Make the ``sleeps``-th pause of the planner's patience call ``recover()``."""
+
+    def sleep(seconds: float) -> None:
+        clock.slept.append(seconds)
+        clock.now += seconds
+        if len(clock.slept) == sleeps:
+            recover()
+
+    q.planner._patience._sleep = sleep
+
+
+@pytest.mark.parametrize("fault", ["slow leader", "cluster down"])
+def test_regression_batch_0_pins_every_partition_and_never_writes_a_placeholder(
+    two: FakeCluster, fault: str
+) -> None:
+    """PySpark never lets a query's first trigger pass without a batch: what the first
+    latestOffset answers is batch 0's end in the offset log. It used to answer the -1
+    placeholders when a partition gave no offset ({"t": {"0": -1, ...}} in the checkpoint).
+    Pinning only the partitions that answer would pin the others later, at another moment: the
+    trigger waits until every one answers."""
     clock = Clock()
     q = patient(two, {"subscribe": "t"}, clock)
-    start = q.start
-    assert start == {T0: LATEST, T1: LATEST}
-    two.unavailable[T0] = SLOW
-    assert q.latest() == start  # no batch yet
-    del two.unavailable[T0]
+    assert q.start == {T0: LATEST, T1: LATEST}
+    if fault == "slow leader":
+        two.unavailable[T0] = SLOW
+        _recovers_after(clock, q, 4, lambda: two.unavailable.clear())
+    else:
+        two.down = True
+        _recovers_after(clock, q, 4, lambda: setattr(two, "down", False))
     pinned = q.latest()
     assert pinned == {T0: 5, T1: 5}
+    assert len(clock.slept) == 4
+
+
+def test_batch_0_fails_without_a_placeholder_when_a_leader_stays_down(two: FakeCluster) -> None:
+    clock = Clock()
+    q = patient(two, {"subscribe": "t", "fetchOffset.unavailableTimeout": "30s"}, clock)
+    two.unavailable[T0] = SLOW
+    with pytest.raises(KafkaClientError, match=r"'fetchOffset.unavailableTimeout' \(30 s\)"):
+        q.latest()
+    assert 30 <= sum(clock.slept) < 40
 
 
 # --- no answer at all -----------------------------------------------------------------------------
@@ -468,6 +503,104 @@ def test_a_stale_available_now_target_whose_re_check_gets_no_answer_does_not_adv
     end = restarted.latest()
     never_negative(end)
     assert end == {T0: 7, T1: 5}  # t-1 does not advance in this run; nothing read again
+
+
+def _new_topic_logged_then_deleted(
+    fail_on_data_loss: str, code: str | None
+) -> tuple[MicroBatches, Clock, PartitionOffsets, PartitionOffsets]:
+    """A batch logged with a new topic u (the driver died before its commit); u deleted; a
+    restart. ``code``: the not-found answer for u, as the real reader reports it (a retriable
+    KafkaClientError), or None for TopicNotFoundError."""
+    cluster = FakeCluster()
+    cluster.create_topic("t", records=3)
+    options = {
+        "subscribePattern": "[tu]",
+        "startingOffsets": "earliest",
+        "failOnDataLoss": fail_on_data_loss,
+    }
+    first = MicroBatches(cluster, options)
+    assert first.trigger() == [("t-0", 0, 3)]
+    cluster.create_topic("u", records=4)
+    cluster.append("t", 0, 1)
+    start, logged_end = first.start, first.latest()
+    assert TopicPartition("u", 0) in logged_end
+    cluster.delete_topic("u")
+    clock = Clock()
+    restarted = patient(cluster, options, clock)
+    if code is not None:
+        answers = restarted.reader.earliest
+
+        def earliest(tps: Any) -> PartitionOffsets:
+            deleted = [tp for tp in tps if tp.topic == "u"]
+            if deleted and code == "_NOENT":
+                # Once the client's metadata lacks the topic: no leader, in a partial answer.
+                raise OffsetsUnavailableError(
+                    "no valid earliest offset for 1 partition(s)",
+                    offsets=answers([tp for tp in tps if tp.topic != "u"]),
+                    unavailable={deleted[0]: "No leaders found (_NOENT)"},
+                    code=code,
+                )
+            if deleted:
+                message = f"Listing offsets of u-0: ({code})"
+                raise KafkaClientError(message, code=code, retriable=True)
+            return answers(tps)
+
+        restarted.reader.earliest = earliest  # type: ignore[method-assign]
+    return restarted, clock, start, logged_end
+
+
+#: How the deleted topic's partition is answered: the fake's TopicNotFoundError (None), the
+#: real reader's retriable not-found errors, and librdkafka's "no leader" in a partial answer.
+NOT_FOUND = [None, "UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_TOPIC", "_UNKNOWN_PARTITION", "_NOENT"]
+
+
+@pytest.mark.parametrize("code", NOT_FOUND)
+def test_regression_a_replayed_batch_whose_new_topic_was_deleted_is_data_loss(
+    code: str | None,
+) -> None:
+    # Regression (review): the new partition's earliest offset was waited for, 10 minutes, then
+    # the replay failed, on every restart, whatever failOnDataLoss said. Spark's
+    # fetchEarliestOffsets leaves it out and reports "Cannot find earliest offsets".
+    q, clock, start, end = _new_topic_logged_then_deleted("true", code)
+    with pytest.raises(DataLossError, match=r"Cannot find earliest offsets of u-0"):
+        q.planner.plan_ranges(start, end)
+    assert clock.slept == []
+
+
+@pytest.mark.parametrize("code", NOT_FOUND)
+def test_a_replayed_batch_whose_new_topic_was_deleted_reads_the_rest_without_fail(
+    code: str | None, caplog: pytest.LogCaptureFixture
+) -> None:
+    q, clock, start, end = _new_topic_logged_then_deleted("false", code)
+    with caplog.at_level(logging.WARNING, logger="kafka_direct.planning.resolve"):
+        assert spans(q.planner.plan_ranges(start, end)) == [("t-0", 3, 4)]
+    assert "Cannot find earliest offsets of u-0" in caplog.text
+    assert clock.slept == []
+
+
+def test_a_new_topic_its_leader_does_not_know_yet_is_waited_for() -> None:
+    # The cluster lists the topic, but the leader asked for its earliest offset does not know
+    # it yet (brokers learn a new topic one by one): not data loss, the batch waits.
+    cluster = FakeCluster()
+    cluster.create_topic("t", records=3)
+    clock = Clock()
+    q = patient(cluster, {"subscribePattern": "[tu]", "startingOffsets": "earliest"}, clock)
+    assert q.trigger() == [("t-0", 0, 3)]
+    cluster.create_topic("u", records=4)
+    end = q.latest()
+    answers = q.reader.earliest
+    unknown = [True, True]
+
+    def earliest(tps: Any) -> PartitionOffsets:
+        if unknown and any(tp.topic == "u" for tp in tps):
+            unknown.pop()
+            code = "UNKNOWN_TOPIC_OR_PART"
+            raise KafkaClientError(f"Listing offsets of u-0: ({code})", code=code, retriable=True)
+        return answers(tps)
+
+    q.reader.earliest = earliest  # type: ignore[method-assign]
+    assert spans(q.planner.plan_ranges(q.start, end)) == [("u-0", 0, 4)]
+    assert not unknown and len(clock.slept) == 2
 
 
 @pytest.mark.parametrize("code", ["UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_TOPIC", "_UNKNOWN_PARTITION"])

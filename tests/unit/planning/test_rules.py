@@ -653,6 +653,7 @@ def test_data_loss_policy_warns_and_corrects(
         pytest.param(DataLoss(A0, "offset_out_of_range", 10, 25, "d"), 15, id="out of range"),
         pytest.param(DataLoss(A0, "offset_reset", 10, 3, "d"), None, id="reset"),
         pytest.param(DataLoss(A0, "partition_gone", 10, None, "d"), None, id="gone"),
+        pytest.param(DataLoss(A0, "added_partition", 0, 7, "d"), 7, id="added, starts at 7"),
     ],
 )
 def test_lost_records(loss: DataLoss, lost: int | None) -> None:

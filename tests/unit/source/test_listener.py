@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from kafka_direct.offsets import OffsetRange, TopicPartition
-from kafka_direct.planning.data_loss import DataLoss
+from kafka_direct.planning.data_loss import DataLoss, LossLedger
+from kafka_direct.planning.resolve import resolve_new_partitions
 from kafka_direct.source import loss_journal
 from kafka_direct.source.listener import LagListener, LagReport, offsets_behind_latest
 from kafka_direct.source.loss_journal import JournalReader
@@ -94,3 +95,16 @@ def test_an_executors_skip_inside_the_batch_is_counted_once_with_that_batch(
     listener.onQueryProgress(event(2, {"t": {"0": 20}}, {"t": {"0": 30}}, {"t": {"0": 200}}))
     listener.onQueryProgress(event(3, {"t": {"0": 30}}, {"t": {"0": 160}}, {"t": {"0": 200}}))
     assert [(r.batch_id, dict(r.lost)) for r in reports] == [(2, {T0: 10}), (3, {T0: 120})]
+
+
+def test_an_added_partitions_loss_reaches_the_batch_that_reads_it_first(journal: Path) -> None:
+    # Regression (review): the planner's entry for a new partition names offset 0, but the
+    # batch's start offsets lack the partition, so the entry was dropped after PENDING_S.
+    reports: list[LagReport] = []
+    listener = LagListener(reports.append, JournalReader(journal))
+    ledger = LossLedger(loss_journal.record)
+    resolve_new_partitions([T1], {T1: 4}, fail_on_data_loss=False, ledger=ledger)
+    assert ledger.lost == {T1: 4}  # offsets 0-3 went before the partition was found
+    listener.onQueryProgress(event(5, {"t": {"0": 5}}, {"t": {"0": 6, "1": 9}},
+                                   {"t": {"0": 6, "1": 9}}))  # fmt: skip
+    assert [(r.batch_id, dict(r.lost)) for r in reports] == [(5, {T1: 4})]
