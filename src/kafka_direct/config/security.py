@@ -166,7 +166,8 @@ def _sasl(out: dict[str, str], protocol: str, prefix: str, load_store: StoreLoad
                     "no librdkafka credentials next to sasl.jaas.config",
                     f"Set either {prefix}sasl.jaas.config or librdkafka's own keys, not both.",
                 )
-    if protocol.startswith("SASL_"):
+    # Only a protocol librdkafka knows: it refuses a misspelt one by name ('SASL_PLAINTXT').
+    if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
         kerberos_available(out, entry, protocol, prefix, has_feature)
     if entry is None:
         return
