@@ -57,6 +57,7 @@ PURE = [
     "kafka_direct.offsets",
     "kafka_direct.planning.batch",
     "kafka_direct.planning.data_loss",
+    "kafka_direct.planning.lookups",
     "kafka_direct.planning.micro_batch",
     "kafka_direct.planning.patience",
     "kafka_direct.planning.pid",

@@ -1,5 +1,7 @@
-"""The structured source's micro-batch planner. Runs in the Spark driver (the stream-runner
-process); pure apart from the injected offset reader.
+"""The structured source's micro-batch planner: where a query starts, where each micro-batch
+ends, and the ranges it reads. Runs in the Spark driver (the stream-runner process); pure apart
+from the injected offset reader. Its lookups against the live cluster (partition listing, latest
+and earliest offsets, pinned starts, log starts) are in :mod:`kafka_direct.planning.lookups`.
 
 This is ``KafkaMicroBatchStream`` (Spark Streaming's ``DirectKafkaInputDStream.compute``) in Python:
 
@@ -19,17 +21,19 @@ This is ``KafkaMicroBatchStream`` (Spark Streaming's ``DirectKafkaInputDStream.c
   data it would read is gone.
 
 Faults (see :mod:`kafka_direct.planning.patience`): an offset the cluster did not answer is
-never planned. Such a partition does not advance in this trigger; with no answer at all the
-trigger plans nothing; the stream fails only after ``fetchOffset.unavailableTimeout``. The
-trigger that pins batch 0 waits instead (within the same bound): whatever it answers becomes
-batch 0's end in Spark's offset log, and a -1 placeholder must never get there. A
-checkpoint written by an older version under such a fault may hold an invalid end offset
-(librdkafka's -1001): the batch treats that partition as not advanced, and later triggers start
-it where it stood (:mod:`kafka_direct.planning.repair`).
+never planned. Such a partition does not advance in this trigger; a new partition without its
+earliest offset joins a later micro-batch (under ``Trigger.AvailableNow`` the trigger waits for
+it); with no answer at all the trigger plans nothing; the stream fails only after
+``fetchOffset.unavailableTimeout``. The trigger that pins batch 0 waits instead (within the same
+bound): whatever it answers becomes batch 0's end in Spark's offset log, and a -1 placeholder
+must never get there. A checkpoint written by an older version under such a fault may hold an
+invalid end offset (librdkafka's -1001): the batch treats that partition as not advanced, and
+later triggers start it where it stood (:mod:`kafka_direct.planning.repair`).
 
 Data loss is found here, on the driver, before a task runs: a batch that starts below the log
 start reads from the log start in one step (``failOnDataLoss=false``, each loss reported once),
-or fails (``true``), whatever the executors' prefetch queues still hold.
+or fails (``true``), whatever the executors' prefetch queues still hold; so is a partition of
+the batch whose topic was deleted, however the cluster answers for it.
 """
 
 from __future__ import annotations
@@ -40,16 +44,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from kafka_direct.config.kafka import Subscription
 from kafka_direct.config.source import SourceOptions
-from kafka_direct.errors import ConfigurationError, KafkaClientError, OffsetsUnavailableError
+from kafka_direct.errors import ConfigurationError
 from kafka_direct.logs import RepeatLimiter
 from kafka_direct.offsets import LATEST, OffsetRange, PartitionOffsets, TopicPartition
 from kafka_direct.planning.data_loss import DataLoss, LossLedger, apply_data_loss_policy
 from kafka_direct.planning.lookups import OffsetLookups
 from kafka_direct.planning.patience import OffsetPatience
 from kafka_direct.planning.rates import min_offsets_gate, rate_limit
-from kafka_direct.planning.reader import STRUCTURED, OffsetReader
+from kafka_direct.planning.reader import OffsetReader
 from kafka_direct.planning.repair import CheckpointRepair
 from kafka_direct.planning.resolve import (
     check_covers,
@@ -128,36 +131,6 @@ class StreamPlanner(OffsetLookups):
     def reported_latest(self) -> PartitionOffsets | None:
         """Latest offsets seen by the last trigger (for ``reportLatestOffset``)."""
         return self._latest
-
-    def _current_partitions(self, *, strict: bool = True) -> set[TopicPartition]:
-        """The strategy's partitions now (waiting out an unreachable cluster when ``strict``)."""
-        if strict:
-            return self._patience.wait_for(
-                "list the partitions", lambda: self._partitions_now(strict=True)
-            )
-        return self._partitions_now(strict=False)
-
-    def _partitions_now(self, *, strict: bool) -> set[TopicPartition]:
-        strategy = self.opts.strategy
-        if strategy.kind == "assign" and not strict:
-            # Once running, an assigned partition that vanished is data loss (failOnDataLoss
-            # decides, in plan_ranges), not a reason to fail every trigger as an unknown topic.
-            topics = tuple(sorted({tp.topic for tp in strategy.partitions}))
-            existing = self._patience.partitions(
-                lambda: self.reader.partitions(Subscription("subscribe", topics=topics))
-            )
-            return existing & set(strategy.partitions)
-        tps = self._patience.partitions(lambda: self.reader.partitions(strategy, rules=STRUCTURED))
-        if not tps:
-            # Spark asks again at once when a trigger finds nothing: say it once a minute.
-            self._quiet.log(
-                log,
-                logging.WARNING,
-                "no partitions",
-                "No partitions match %s yet; waiting",
-                self.opts.strategy.describe(),
-            )
-        return tps
 
     def initial_offsets(self) -> PartitionOffsets:
         # Until batch 0 commits, Spark asks again whenever it needs a start: for latestOffset,
@@ -264,7 +237,8 @@ class StreamPlanner(OffsetLookups):
         base = {tp: off for tp, off in start.items() if tp in latest}
         new = sorted(set(latest) - set(start))
         if new:
-            base.update(resolve_new_partitions(new, self.reader.earliest(new)))
+            # One without an earliest offset yet stays out of this batch (see _earliest_of_found).
+            base.update(resolve_new_partitions(new, self._earliest_of_found(new)))
         reset = [tp for tp, off in base.items() if latest[tp] < off]
         if reset:
             # Offsets went backwards (a recreated topic). plan_ranges reports it; the new log is
@@ -308,72 +282,6 @@ class StreamPlanner(OffsetLookups):
     @property
     def _rate_limited(self) -> bool:
         return self.opts.rates.limited
-
-    def _fetch_latest(self, start: PartitionOffsets) -> PartitionOffsets | None:
-        """Latest offsets for this trigger; None when the cluster gave none.
-
-        A partition without a valid answer keeps its start (it does not advance); one the
-        query has not started yet (new) is left for a later trigger. While ``start`` holds -1
-        placeholders it waits (up to ``fetchOffset.unavailableTimeout``) for all of them: PySpark
-        logs a query's first answer as batch 0's end whatever it is, so the placeholders must
-        never be returned, and pinning some partitions later would pin them at another moment.
-        """
-        known = {tp: off for tp, off in start.items() if off != LATEST}
-        if len(known) < len(start):
-            return self._patience.wait_for(
-                "list the latest offsets to pin the starting offsets",
-                lambda: self._ask_latest(start, known),
-            )
-        try:
-            return self._ask_latest(start, known)
-        except KafkaClientError as exc:
-            self._patience.outage(exc)
-            return None
-
-    def _ask_latest(self, start: PartitionOffsets, known: PartitionOffsets) -> PartitionOffsets:
-        tps = self._current_partitions(strict=False)
-        try:
-            latest = self.reader.latest(tps, known=known)
-        except OffsetsUnavailableError as exc:
-            unpinned = [tp for tp in exc.unavailable if start.get(tp) == LATEST]
-            if unpinned:
-                # Batch 0 pins every partition at once, or none: wait for all of them.
-                raise KafkaClientError(str(exc), code=exc.code, retriable=True) from exc
-            self._patience.partial(exc.unavailable)
-            latest = dict(exc.offsets)
-            latest.update({tp: start[tp] for tp in exc.unavailable if tp in start})
-            # A partial answer comes from a cluster in flux (a leader moving), which is when a
-            # new leader can answer a log end behind what was read already (KAFKA-7703). The
-            # complete answer's re-check is skipped here, so such a partition does not advance
-            # in this trigger: believed, it would write an end below its start.
-            latest.update({tp: off for tp, off in known.items() if latest.get(tp, off) < off})
-            self._patience.answered(exc.offsets)
-            return latest
-        self._patience.answered(latest)
-        return latest
-
-    def _earliest_of_new(self, new: list[TopicPartition]) -> PartitionOffsets:
-        """Earliest offsets of a batch's new partitions, waited for (the batch is in Spark's
-        offset log already). A partition the cluster no longer lists (its topic was deleted
-        since the batch was logged) is left out: resolve_new_partitions reports it as Spark's
-        "Cannot find earliest offsets", and failOnDataLoss decides. The cluster answers such a
-        partition "unknown topic", or no leader (librdkafka's _NOENT) once it knows."""
-
-        def ask() -> PartitionOffsets:
-            first, gone = self._log_starts(new)
-            unanswered = [tp for tp in new if tp not in first and tp not in gone]
-            if unanswered:
-                listed = self._current_partitions(strict=False)
-                unanswered = [tp for tp in unanswered if tp in listed]
-            if unanswered:
-                raise KafkaClientError(
-                    "no earliest offset for " + ", ".join(map(str, unanswered)),
-                    code="OFFSETS_UNAVAILABLE",
-                    retriable=True,
-                )
-            return first
-
-        return self._patience.wait_for("list the earliest offsets of new partitions", ask)
 
     def plan_ranges(
         self, start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int]
@@ -425,7 +333,10 @@ class StreamPlanner(OffsetLookups):
             for tp in sorted(from_offsets)
             if tp not in reset and end.get(tp, 0) > from_offsets[tp]
         ]
-        first, gone = self._log_starts(readable)
+        # A partition listed but without a log start is left to its task, which checks it when
+        # it reads; one no longer listed is gone (a deleted topic), on the driver.
+        starts = self._log_starts(readable)
+        first, gone = starts.first, starts.gone
         for tp in gone:
             detail = f"{tp} is gone (offset {from_offsets[tp]} was expected)"
             losses.append(DataLoss(tp, "partition_gone", from_offsets[tp], None, detail))
