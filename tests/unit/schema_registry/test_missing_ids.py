@@ -5,12 +5,8 @@ local HTTP server that answers "not found" and counts; no registry."""
 
 from __future__ import annotations
 
-import http.server
-import json
 import struct
-import threading
 from collections.abc import Iterator
-from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -22,6 +18,7 @@ from kafka_direct.schema_registry.client import MISSING_ID_TTL_S, RegistryClient
 from kafka_direct.schema_registry.errors import SchemaNotFoundError
 from kafka_direct.schema_registry.options import parse_registry
 from kafka_direct.schema_registry.protobuf_codec import ProtobufDecoder
+from tests.unit.schema_registry.local_http import JsonHandler, serve
 
 MISSING_ID = 4242
 
@@ -33,22 +30,12 @@ class _NotFound:
         self.paths: list[str] = []
         server = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
+        class Handler(JsonHandler):
             def do_GET(self) -> None:
                 server.paths.append(self.path)
-                body = json.dumps({"error_code": 40403, "message": "Schema not found"}).encode()
-                self.send_response(404)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                self.send_json(404, {"error_code": 40403, "message": "Schema not found"})
 
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True).start()
+        self.httpd, self.url = serve(Handler)
 
 
 @pytest.fixture

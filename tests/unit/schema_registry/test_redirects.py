@@ -4,16 +4,13 @@ would hand the Authorization header to it. Two local HTTP servers, no registry."
 
 from __future__ import annotations
 
-import http.server
-import json
-import threading
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from kafka_direct.schema_registry.client import RegistryClient
 from kafka_direct.schema_registry.options import parse_registry
+from tests.unit.schema_registry.local_http import JsonHandler, serve
 
 BASIC = {"confluent.schema.registry.basic.auth.user.info": "alice:s3cret"}
 BEARER = {"confluent.schema.registry.bearer.auth.token": "TOKEN-1"}
@@ -28,7 +25,7 @@ class _Server:
         self.redirect_to: str | None = None
         server = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
+        class Handler(JsonHandler):
             def do_GET(self) -> None:
                 server.seen.append(self.headers.get("Authorization"))
                 if server.redirect_to is not None and not self.path.startswith("/moved"):
@@ -36,19 +33,9 @@ class _Server:
                     self.send_header("Location", server.redirect_to + "/moved" + self.path)
                     self.end_headers()
                     return
-                body = json.dumps({"schema": '"string"'}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                self.send_json(200, {"schema": '"string"'})
 
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.httpd, self.url = serve(Handler)
 
 
 @pytest.fixture
